@@ -1,0 +1,50 @@
+"""deermem_middleware: long-term user memory for LangGraph agents.
+
+After each agent turn the conversation is captured, debounced per thread and distilled by an LLM
+into a profile (six summary fields) plus discrete facts, stored atomically. Before each model call
+the profile and the most relevant facts are injected into the system prompt within a token budget.
+
+Use :class:`MemoryMiddleware` with ``langchain.agents.create_agent``, or :class:`MemoryNodes` in a
+hand-built ``StateGraph``.
+"""
+
+from .config import ConfigError, MemoryConfig, ModelConfig, load_memory_config
+from .extraction import ExtractionError, ExtractionResult, MemoryExtractor
+from .middleware import MemoryMiddleware
+from .nodes import MemoryNodes, MemoryState
+from .schema import Fact, Memory, MemoryUpdate, NewFact, Section
+from .storage import (
+    CorruptedMemoryError,
+    InMemoryStorage,
+    JSONFileStorage,
+    MemoryScope,
+    MemoryStorage,
+    RevisionConflict,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "CorruptedMemoryError",
+    "ExtractionError",
+    "ExtractionResult",
+    "Fact",
+    "InMemoryStorage",
+    "JSONFileStorage",
+    "Memory",
+    "MemoryConfig",
+    "MemoryExtractor",
+    "MemoryMiddleware",
+    "MemoryNodes",
+    "MemoryScope",
+    "MemoryState",
+    "MemoryStorage",
+    "MemoryUpdate",
+    "ModelConfig",
+    "NewFact",
+    "RevisionConflict",
+    "Section",
+    "__version__",
+    "load_memory_config",
+]

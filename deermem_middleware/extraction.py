@@ -1,0 +1,544 @@
+"""LLM extraction: memory + new turns -> a validated :class:`~.schema.MemoryUpdate`.
+
+Works with any LangChain ``BaseChatModel``:
+
+1. **Structured output first** — ``with_structured_output(schema, method="json_schema")`` with a
+   bounded schema (every list and string capped, so a small constrained model cannot loop until the
+   token limit). OpenAI's strict mode rejects ``maxLength``; on such a 400 the same call is retried
+   once without string caps, and whatever worked is remembered for the next extraction.
+2. **Plain fallback** — when the model or endpoint cannot do structured output
+   (``NotImplementedError``, a 400, a parse failure): a plain call with the schema in the prompt,
+   then tolerant JSON parsing (code fences, prose around the object, ``<think>`` text, truncated
+   output).
+3. **Item-by-item validation** — each section, fact and removal is validated on its own; a bad item
+   is dropped with a log line naming the field and why, and everything else applies. Only when
+   nothing at all can be parsed does extraction fail (the memory is then left unchanged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.utils.json import parse_partial_json
+from pydantic import ValidationError
+
+from .filtering import Turn, message_text
+from .schema import (
+    FACT_CATEGORIES,
+    HISTORY_FIELDS,
+    MAX_FACT_CHARS,
+    MAX_FACTS_PER_UPDATE,
+    MAX_REMOVALS_PER_UPDATE,
+    MAX_SUMMARY_CHARS,
+    USER_FIELDS,
+    HistoryUpdate,
+    Memory,
+    MemoryUpdate,
+    NewFact,
+    SectionUpdate,
+    UserUpdate,
+)
+
+__all__ = [
+    "ExtractionError",
+    "ExtractionResult",
+    "MemoryExtractor",
+    "parse_json_text",
+    "parse_update",
+    "render_extraction_messages",
+    "update_json_schema",
+]
+
+logger = logging.getLogger(__name__)
+
+Method = Literal["json_schema", "json_schema_uncapped", "json_fallback"]
+
+
+class ExtractionError(RuntimeError):
+    """The model's answer could not be turned into an update at all."""
+
+
+@dataclass
+class ExtractionResult:
+    update: MemoryUpdate
+    method: Method
+    rejected: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    calls: int = 0
+
+
+# ------------------------------------------------------------------------------------------------
+# The JSON schema the model is asked to follow
+# ------------------------------------------------------------------------------------------------
+
+
+def _string(max_length: int, description: str, *, caps: bool) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "description": description}
+    if caps:
+        schema["maxLength"] = max_length
+    return schema
+
+
+def _section_schema(description: str, *, caps: bool) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "shouldUpdate": {"type": "boolean"},
+            "summary": _string(
+                MAX_SUMMARY_CHARS, "The whole new summary, or empty when not updating.", caps=caps
+            ),
+        },
+        "required": ["shouldUpdate", "summary"],
+        "additionalProperties": False,
+    }
+
+
+_SECTION_DESCRIPTIONS = {
+    "workContext": "Job, role, projects, tech stack.",
+    "personalContext": "Who they are outside work.",
+    "topOfMind": "What they are busy with right now.",
+    "recentMonths": "What happened in the last few months.",
+    "earlierContext": "Older, still relevant history.",
+    "longTermBackground": "Stable background: education, career, values.",
+}
+
+
+def update_json_schema(*, string_caps: bool = True) -> dict[str, Any]:
+    """The JSON schema of :class:`MemoryUpdate` as sent to the model.
+
+    Strict-mode compatible (every property required, no additional properties, no numeric ranges).
+    ``string_caps`` adds ``maxLength`` to strings: grammar-constrained local servers need it,
+    OpenAI's strict mode rejects it (lists keep ``maxItems`` either way).
+    """
+
+    def group(names: Sequence[str]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                n: _section_schema(_SECTION_DESCRIPTIONS[n], caps=string_caps) for n in names
+            },
+            "required": list(names),
+            "additionalProperties": False,
+        }
+
+    return {
+        "title": "MemoryUpdate",
+        "description": "An update to the long-term memory about the user.",
+        "type": "object",
+        "properties": {
+            "user": group(USER_FIELDS),
+            "history": group(HISTORY_FIELDS),
+            "newFacts": {
+                "type": "array",
+                "maxItems": MAX_FACTS_PER_UPDATE,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": _string(
+                            MAX_FACT_CHARS, "One self-contained fact.", caps=string_caps
+                        ),
+                        "category": {"type": "string", "enum": list(FACT_CATEGORIES)},
+                        "confidence": {"type": "number", "description": "From 0.0 to 1.0."},
+                    },
+                    "required": ["content", "category", "confidence"],
+                    "additionalProperties": False,
+                },
+            },
+            "factsToRemove": {
+                "type": "array",
+                "maxItems": MAX_REMOVALS_PER_UPDATE,
+                "items": {"type": "string"},
+            },
+        },
+        "required": ["user", "history", "newFacts", "factsToRemove"],
+        "additionalProperties": False,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Tolerant parsing and item-by-item validation
+# ------------------------------------------------------------------------------------------------
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def parse_json_text(text: str) -> Any:
+    """The JSON object in a model's text answer, however it was wrapped.
+
+    Tries, in order: the whole text; fenced blocks; the first decodable ``{...}``; a truncated
+    object completed by ``parse_partial_json``. Raises :class:`ExtractionError` when none works.
+    """
+    cleaned = _THINK.sub("", text).strip()
+    candidates = [cleaned]
+    candidates.extend(m.group(1).strip() for m in _FENCE.finditer(cleaned))
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except (json.JSONDecodeError, ValueError):
+            pass
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", cleaned):
+        try:
+            value, _ = decoder.raw_decode(cleaned, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    start = cleaned.find("{")
+    if start >= 0:
+        try:
+            value = parse_partial_json(cleaned[start:])
+        except (json.JSONDecodeError, ValueError):
+            value = None
+        if isinstance(value, dict):
+            logger.warning("extraction answer was truncated JSON; using the complete items only")
+            return value
+    preview = text[:120].replace("\n", " ")
+    raise ExtractionError(f"no JSON object in the model's answer (starts with {preview!r})")
+
+
+def _error_text(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
+    """Validate each part of a raw answer on its own; return the update and the rejections.
+
+    Rejections are also logged (warning), each naming the field and the reason.
+    """
+    if not isinstance(data, Mapping):
+        raise ExtractionError(f"the model's answer is a {type(data).__name__}, not a JSON object")
+    if not any(k in data for k in ("user", "history", "newFacts", "factsToRemove", *USER_FIELDS)):
+        raise ExtractionError(
+            "the model's answer has none of the update fields (user, history, newFacts, "
+            f"factsToRemove); keys: {sorted(map(str, data))[:10]}"
+        )
+    rejected: list[str] = []
+
+    def reject(where: str, why: str) -> None:
+        rejected.append(f"{where}: {why}")
+        logger.warning("memory update item rejected: %s: %s", where, why)
+
+    groups: dict[str, dict[str, SectionUpdate]] = {"user": {}, "history": {}}
+    for group, names in (("user", USER_FIELDS), ("history", HISTORY_FIELDS)):
+        raw_group = data.get(group)
+        if raw_group is not None and not isinstance(raw_group, Mapping):
+            reject(group, f"expected an object, got {type(raw_group).__name__}")
+            raw_group = None
+        for name in names:
+            raw = raw_group.get(name) if raw_group is not None else data.get(name)
+            if raw is None:
+                continue
+            where = f"{group}.{name}"
+            if not isinstance(raw, Mapping):
+                reject(
+                    where,
+                    f"expected an object with shouldUpdate and summary, got {type(raw).__name__}",
+                )
+                continue
+            try:
+                groups[group][name] = SectionUpdate.model_validate(raw)
+            except ValidationError as exc:
+                reject(where, _error_text(exc))
+
+    facts: list[NewFact] = []
+    raw_facts = data.get("newFacts")
+    if raw_facts is not None and not isinstance(raw_facts, list):
+        reject("newFacts", f"expected a list, got {type(raw_facts).__name__}")
+        raw_facts = None
+    for index, raw in enumerate(raw_facts or []):
+        where = f"newFacts[{index}]"
+        if len(facts) >= MAX_FACTS_PER_UPDATE:
+            reject(where, f"more than {MAX_FACTS_PER_UPDATE} new facts in one update")
+            continue
+        if not isinstance(raw, Mapping):
+            reject(where, f"expected an object, got {type(raw).__name__}")
+            continue
+        try:
+            facts.append(NewFact.model_validate(raw))
+        except ValidationError as exc:
+            reject(where, _error_text(exc))
+
+    removals: list[str] = []
+    raw_removals = data.get("factsToRemove")
+    if raw_removals is not None and not isinstance(raw_removals, list):
+        reject("factsToRemove", f"expected a list, got {type(raw_removals).__name__}")
+        raw_removals = None
+    for index, raw in enumerate(raw_removals or []):
+        where = f"factsToRemove[{index}]"
+        if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
+            raw = raw["id"]
+        if not isinstance(raw, str) or not raw.strip() or len(raw) > 80:
+            reject(where, f"expected a fact id, got {str(raw)[:40]!r}")
+            continue
+        if len(removals) >= MAX_REMOVALS_PER_UPDATE:
+            reject(where, f"more than {MAX_REMOVALS_PER_UPDATE} removals in one update")
+            continue
+        if raw.strip() not in removals:
+            removals.append(raw.strip())
+
+    update = MemoryUpdate(
+        user=UserUpdate(**groups["user"]),
+        history=HistoryUpdate(**groups["history"]),
+        newFacts=facts,
+        factsToRemove=removals,
+    )
+    return update, rejected
+
+
+# ------------------------------------------------------------------------------------------------
+# Prompt
+# ------------------------------------------------------------------------------------------------
+
+_DATA_TAG = re.compile(r"<(/?)(conversation|current_memory)", re.IGNORECASE)
+
+
+def _neutralise_tags(text: str) -> str:
+    """Conversation text cannot close the data blocks it is placed in."""
+    return _DATA_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
+
+
+def _memory_for_prompt(memory: Memory, turns: Sequence[Turn], max_facts: int) -> str:
+    sections = {
+        group: {
+            name: memory.section(name).summary for name in names if memory.section(name).summary
+        }
+        for group, names in (("user", USER_FIELDS), ("history", HISTORY_FIELDS))
+    }
+    facts = list(memory.facts)
+    if len(facts) > max_facts:
+        # the facts most related to the new turns are the ones it may reinforce or contradict
+        from .injection import FactIndex, select_facts
+
+        query = "\n".join(t.text for t in turns)
+        chosen = select_facts(FactIndex(facts), query, top_k=max_facts)
+        facts = [s.fact for s in chosen]
+    if not facts and not any(sections.values()):
+        return "(empty: nothing is known about this user yet)"
+    document = {
+        **{k: v for k, v in sections.items() if v},
+        "facts": [
+            {
+                "id": f.id,
+                "content": f.content,
+                "category": f.category,
+                "confidence": round(f.confidence, 2),
+            }
+            for f in facts
+        ],
+    }
+    return _neutralise_tags(json.dumps(document, ensure_ascii=False, indent=1))
+
+
+def render_extraction_messages(
+    memory: Memory,
+    turns: Sequence[Turn],
+    *,
+    now: datetime,
+    max_prompt_facts: int = 80,
+    json_instructions: bool = False,
+    string_caps: bool = True,
+) -> list[BaseMessage]:
+    """System instructions + a human message holding the memory and the new turns as data."""
+    from .prompts import load_prompt, render_prompt
+
+    conversation = "\n\n".join(
+        f"{'User' if t.role == 'user' else 'Assistant'}: {_neutralise_tags(t.text)}" for t in turns
+    )
+    human = render_prompt(
+        "extraction_input",
+        now=now.astimezone(UTC).strftime("%Y-%m-%d"),
+        current_memory=_memory_for_prompt(memory, turns, max_prompt_facts),
+        conversation=conversation,
+    )
+    if json_instructions:
+        schema = json.dumps(update_json_schema(string_caps=string_caps), separators=(",", ":"))
+        human += render_prompt("extraction_json_fallback", schema=schema)
+    return [SystemMessage(load_prompt("extraction_system").strip()), HumanMessage(human)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Calling the model
+# ------------------------------------------------------------------------------------------------
+
+
+def _is_rejection(exc: BaseException) -> bool:
+    """Did the model/endpoint refuse the *request shape* (as opposed to failing transiently)?"""
+    if isinstance(exc, NotImplementedError | ValueError | TypeError):
+        return True
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status in (400, 422) or type(exc).__name__ in (
+        "BadRequestError",
+        "UnprocessableEntityError",
+    )
+
+
+def _usage(message: Any) -> tuple[int, int]:
+    usage = getattr(message, "usage_metadata", None) or {}
+    return int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+
+
+def _is_openai(model: BaseChatModel) -> bool:
+    try:
+        from langchain_openai.chat_models.base import BaseChatOpenAI
+    except ImportError:  # pragma: no cover - langchain-openai is a dependency
+        return False
+    return isinstance(model, BaseChatOpenAI)
+
+
+def _default_string_caps(model: BaseChatModel) -> bool:
+    """OpenAI's own endpoint rejects maxLength in strict mode; everything else gets caps first."""
+    if not _is_openai(model):
+        return True
+    base_url = getattr(model, "openai_api_base", None) or ""
+    return bool(base_url) and "api.openai.com" not in base_url
+
+
+class MemoryExtractor:
+    """Turns (memory, new turns) into a validated update with one model (see module docstring).
+
+    ``structured``: "auto" tries structured output and remembers if the model cannot do it;
+    "never" always uses the plain JSON path; "always" never falls back.
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        structured: Literal["auto", "always", "never"] = "auto",
+        string_caps: bool | None = None,
+        max_prompt_facts: int = 80,
+        run_name: str = "deermem_memory_extraction",
+    ) -> None:
+        self.model = model
+        self.structured = structured
+        self._structured_ok = structured != "never"
+        self.string_caps = _default_string_caps(model) if string_caps is None else string_caps
+        self.max_prompt_facts = max_prompt_facts
+        self.run_name = run_name
+
+    def extract(
+        self,
+        memory: Memory,
+        turns: Sequence[Turn],
+        *,
+        now: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ExtractionResult:
+        """One extraction. Raises :class:`ExtractionError` (nothing usable) or the model's own
+        transient errors (timeouts, rate limits, 5xx) for the caller to retry."""
+        moment = now or datetime.now(UTC)
+        started = time.perf_counter()
+        config: RunnableConfig = {
+            "run_name": self.run_name,
+            "tags": ["deermem", "memory-extraction"],
+            "metadata": dict(metadata or {}),
+        }
+        result = ExtractionResult(update=MemoryUpdate(), method="json_fallback")
+        data: Any = None
+        if self._structured_ok:
+            data = self._structured(memory, turns, moment, config, result)
+        if data is None:
+            messages = render_extraction_messages(
+                memory,
+                turns,
+                now=moment,
+                max_prompt_facts=self.max_prompt_facts,
+                json_instructions=True,
+                string_caps=self.string_caps,
+            )
+            answer = self.model.invoke(messages, config=config)
+            result.calls += 1
+            tokens_in, tokens_out = _usage(answer)
+            result.input_tokens += tokens_in
+            result.output_tokens += tokens_out
+            result.method = "json_fallback"
+            data = parse_json_text(message_text(getattr(answer, "content", answer)))
+        result.update, result.rejected = parse_update(data)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _structured(
+        self,
+        memory: Memory,
+        turns: Sequence[Turn],
+        now: datetime,
+        config: RunnableConfig,
+        result: ExtractionResult,
+    ) -> Any:
+        """Structured-output attempts; None means "use the plain path"."""
+        messages = render_extraction_messages(
+            memory, turns, now=now, max_prompt_facts=self.max_prompt_facts
+        )
+        attempts = [self.string_caps] + ([False] if self.string_caps else [])
+        for caps in attempts:
+            kwargs: dict[str, Any] = {"method": "json_schema", "include_raw": True}
+            if _is_openai(self.model):
+                kwargs["strict"] = True
+            try:
+                runnable = self.model.with_structured_output(
+                    update_json_schema(string_caps=caps), **kwargs
+                )
+                output = runnable.invoke(messages, config=config)
+            except Exception as exc:
+                if not _is_rejection(exc) or self.structured == "always":
+                    raise
+                unsupported = isinstance(exc, NotImplementedError | ValueError | TypeError)
+                if not unsupported:
+                    result.calls += 1  # the request reached the endpoint and was refused
+                logger.info(
+                    "structured output %s rejected by the model/endpoint (%s: %s)",
+                    "with string caps" if caps else "without string caps",
+                    type(exc).__name__,
+                    str(exc)[:200],
+                )
+                if unsupported:
+                    break  # the model cannot do it at all; caps make no difference
+                continue
+            result.calls += 1
+            raw = output.get("raw") if isinstance(output, Mapping) else None
+            tokens_in, tokens_out = _usage(raw)
+            result.input_tokens += tokens_in
+            result.output_tokens += tokens_out
+            if caps != self.string_caps:
+                logger.info("structured output works without string caps; keeping that")
+                self.string_caps = caps
+            result.method = "json_schema" if caps else "json_schema_uncapped"
+            parsed = output.get("parsed") if isinstance(output, Mapping) else output
+            if isinstance(parsed, Mapping):
+                return parsed
+            text = message_text(getattr(raw, "content", "")) if isinstance(raw, AIMessage) else ""
+            if text:
+                try:
+                    return parse_json_text(text)
+                except ExtractionError:
+                    pass
+            logger.warning(
+                "structured output did not parse (%s); retrying with a plain JSON call",
+                output.get("parsing_error") if isinstance(output, Mapping) else "no object",
+            )
+            return None
+        if self.structured == "auto":
+            self._structured_ok = False
+            logger.info(
+                "structured output unavailable for this model; using plain JSON calls from now on"
+            )
+        return None

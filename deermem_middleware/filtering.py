@@ -1,0 +1,298 @@
+"""Which parts of a conversation the memory may see.
+
+Memory is built from what the *user* said and what the assistant finally *answered* — never from
+tool traffic (which can be huge, private to the tool, or attacker-controlled web content), never
+from uploaded file bodies, and not from pure acknowledgements ("ok", "thanks", "好的") that carry
+nothing worth remembering but would still cost an extraction call.
+
+Everything here is pure: messages in, :class:`Turn` values out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_CHARS",
+    "Turn",
+    "filter_messages",
+    "has_enough_for_update",
+    "is_trivial_ack",
+    "message_text",
+    "strip_uploads",
+    "truncate_middle",
+    "turns_after",
+]
+
+DEFAULT_MAX_MESSAGE_CHARS: Final = 4000
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One message the memory may see.
+
+    ``fingerprint`` identifies the turn across re-captures of the same thread: the message id
+    when LangGraph assigned one, else a hash of role and text (stable across processes).
+    """
+
+    role: Role
+    text: str
+    fingerprint: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "text": self.text, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        role = data["role"]
+        if role not in ("user", "assistant"):
+            raise ValueError(f"turn role must be 'user' or 'assistant', got {role!r}")
+        return cls(role=role, text=str(data["text"]), fingerprint=str(data["fingerprint"]))
+
+
+_UPLOAD_BLOCK = re.compile(
+    r"<uploaded_files>.*?(?:</uploaded_files>|\Z)", re.DOTALL | re.IGNORECASE
+)
+
+# Whole-message acknowledgements. Compared after casefolding and stripping punctuation/emoji.
+_ACKS: Final = frozenset(
+    {
+        # English
+        # (not "yes"/"no": those answer a question and can carry a preference)
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "okey",
+        "okie",
+        "fine",
+        "cool",
+        "nice",
+        "great",
+        "good",
+        "perfect",
+        "awesome",
+        "alright",
+        "all right",
+        "thanks",
+        "thank you",
+        "thx",
+        "ty",
+        "tks",
+        "thanks a lot",
+        "thank you so much",
+        "thanks so much",
+        "many thanks",
+        "cheers",
+        "got it",
+        "gotcha",
+        "understood",
+        "noted",
+        "i see",
+        "makes sense",
+        "sounds good",
+        "ok thanks",
+        "okay thanks",
+        "ok thank you",
+        "great thanks",
+        "perfect thanks",
+        "nice thanks",
+        "cool thanks",
+        "lol",
+        "haha",
+        "hmm",
+        "done",
+        "continue",
+        "go on",
+        "go ahead",
+        "bye",
+        "goodbye",
+        "hi",
+        "hello",
+        "hey",
+        # Chinese
+        "好",
+        "好的",
+        "好滴",
+        "好吧",
+        "好呀",
+        "好啊",
+        "嗯",
+        "嗯嗯",
+        "哦",
+        "噢",
+        "行",
+        "没问题",
+        "谢谢",
+        "谢谢你",
+        "多谢",
+        "感谢",
+        "谢啦",
+        "谢了",
+        "收到",
+        "明白",
+        "明白了",
+        "知道了",
+        "了解",
+        "懂了",
+        "好的谢谢",
+        "好的，谢谢",
+        "ok谢谢",
+        "继续",
+        "再见",
+        "你好",
+        # Japanese / Korean, common enough to be worth skipping
+        "ありがとう",
+        "了解です",
+        "감사합니다",
+    }
+)
+_PUNCT_OR_SYMBOL = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def is_trivial_ack(text: str) -> bool:
+    """True when the whole message is an acknowledgement with nothing to remember."""
+    folded = unicodedata.normalize("NFKC", text).casefold().strip()
+    if not folded:
+        return True
+    if len(folded) > 40:
+        return False
+    if folded in _ACKS:
+        return True
+    words = _PUNCT_OR_SYMBOL.sub(" ", folded).split()
+    if not words:  # only punctuation / emoji, e.g. "👍" or "!!"
+        return True
+    return " ".join(words) in _ACKS or "".join(words) in _ACKS
+
+
+def message_text(content: Any) -> str:
+    """Plain text of a message's content, including multimodal (list-of-blocks) content.
+
+    Text blocks are joined; images, audio and files are represented by a short placeholder so the
+    extractor knows something was shared without seeing its bytes.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, Iterable):
+        return str(content)
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if kind in ("text", "input_text", "output_text") or (kind is None and "text" in block):
+                parts.append(str(block.get("text", "")))
+            elif kind in ("image", "image_url", "input_image"):
+                parts.append("[image]")
+            elif kind in ("audio", "input_audio"):
+                parts.append("[audio]")
+            elif kind in ("file", "input_file"):
+                parts.append("[file]")
+            # reasoning / thinking / tool_use blocks are not part of the answer
+    return "\n".join(p for p in parts if p)
+
+
+def strip_uploads(text: str) -> str:
+    """Remove ``<uploaded_files>…</uploaded_files>`` blocks (unterminated: to the end)."""
+    return _UPLOAD_BLOCK.sub("", text).strip()
+
+
+def truncate_middle(text: str, max_chars: int) -> str:
+    """Keep the head and the tail of a long message: both usually carry the point."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text
+    marker = f"\n…[{len(text) - max_chars} characters omitted]…\n"
+    keep = max(max_chars - len(marker), 2)
+    head = keep * 2 // 3
+    tail = keep - head
+    return text[:head].rstrip() + marker + text[len(text) - tail :].lstrip()
+
+
+def _fingerprint(message: BaseMessage, role: str, text: str) -> str:
+    if message.id:
+        return f"id:{message.id}"
+    digest = hashlib.blake2b(f"{role}\x00{text}".encode(), digest_size=12).hexdigest()
+    return f"h:{digest}"
+
+
+def _role_of(message: BaseMessage) -> Role | None:
+    if isinstance(message, ToolMessage):
+        return None
+    if isinstance(message, HumanMessage) or message.type == "human":
+        return "user"
+    if isinstance(message, AIMessage) or message.type == "ai":
+        tool_calls = getattr(message, "tool_calls", None) or message.additional_kwargs.get(
+            "tool_calls"
+        )
+        return None if tool_calls else "assistant"
+    return None  # system, tool, function and custom message types
+
+
+def filter_messages(
+    messages: Sequence[BaseMessage], *, max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+) -> list[Turn]:
+    """The turns of a conversation the memory may see, in order.
+
+    Keeps user messages and final assistant answers; drops tool messages and assistant messages
+    that call tools; strips upload blocks; drops acknowledgements and empty user messages *together
+    with the reply to them* (the reply to "thanks" is "you're welcome", not a fact).
+    """
+    turns: list[Turn] = []
+    skip_reply = False
+    for message in messages:
+        role = _role_of(message)
+        if role is None:
+            continue
+        text = message_text(message.content)
+        if role == "user":
+            text = strip_uploads(text)
+            skip_reply = not text or is_trivial_ack(text)
+            if skip_reply:
+                continue
+        else:
+            if skip_reply:
+                # the final answer to an acknowledgement; intermediate tool-calling AI messages
+                # were already dropped above, so this is the reply that closes the exchange
+                skip_reply = False
+                continue
+            text = text.strip()
+            if not text:
+                continue
+        fingerprint = _fingerprint(message, role, text)
+        turns.append(Turn(role, truncate_middle(text, max_message_chars), fingerprint))
+    return turns
+
+
+def has_enough_for_update(turns: Sequence[Turn]) -> bool:
+    """An update needs at least one user message and one assistant answer."""
+    roles = {t.role for t in turns}
+    return "user" in roles and "assistant" in roles
+
+
+def turns_after(turns: Sequence[Turn], watermark: str | None) -> list[Turn]:
+    """The turns after the one whose fingerprint is ``watermark``.
+
+    The *last* occurrence wins (the same text can be said twice; ids are unique). When the
+    watermark is not found — the host trimmed or summarised its history — every turn is new:
+    re-reading a few old turns only reinforces facts, while skipping new ones would lose them.
+    """
+    if watermark is None:
+        return list(turns)
+    for index in range(len(turns) - 1, -1, -1):
+        if turns[index].fingerprint == watermark:
+            return list(turns[index + 1 :])
+    return list(turns)

@@ -1,0 +1,310 @@
+"""``MemoryMiddleware``: long-term user memory for LangChain v1 ``create_agent``.
+
+Two hooks, both cheap on the hot path:
+
+- ``wrap_model_call`` / ``awrap_model_call`` — **inject**: before each model call, the user's
+  profile and the facts most relevant to the conversation are appended to the system message *of
+  that call only* (``request.override``); nothing is written into the thread's ``messages``.
+- ``after_agent`` / ``aafter_agent`` — **capture**: once per agent turn, the conversation is
+  filtered and handed to a per-thread debounce scheduler. The LLM extraction runs later, in the
+  background (see :mod:`.scheduler` and :mod:`.updater`); ``flush()`` forces it.
+
+Every failure of memory is contained: a broken memory file or a failing extraction is logged and
+the agent answers without memory — memory never takes the agent down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from .config import MemoryConfig, default_config_path, load_memory_config
+from .extraction import MemoryExtractor
+from .filtering import filter_messages, has_enough_for_update
+from .ids import conversation_key, current_config, resolve_thread_id, resolve_user_id
+from .injection import IndexCache, build_query, render_memory_block, select_facts
+from .models import build_chat_model, resolve_model
+from .scheduler import DebounceScheduler
+from .schema import SECTION_FIELDS, Memory
+from .storage.base import DEFAULT_AGENT, MemoryScope, MemoryStorage
+from .storage.json_file import JSONFileStorage
+from .tokens import make_token_counter
+from .updater import CaptureJob, MemoryUpdater
+
+__all__ = ["MemoryMiddleware", "append_to_system_message"]
+
+logger = logging.getLogger(__name__)
+
+SchedulerKey = tuple[MemoryScope, str]
+
+
+def append_to_system_message(system: SystemMessage | None, block: str) -> SystemMessage:
+    """The system message with ``block`` appended (text and content-block forms both kept)."""
+    if system is None:
+        return SystemMessage(block)
+    content = system.content
+    if isinstance(content, str):
+        new_content: str | list[str | dict[Any, Any]] = (
+            f"{content}\n\n{block}" if content else block
+        )
+    else:
+        new_content = [*content, {"type": "text", "text": block}]
+    return SystemMessage(
+        content=new_content, additional_kwargs=system.additional_kwargs, id=system.id
+    )
+
+
+class MemoryMiddleware(AgentMiddleware):
+    """Long-term user memory as a LangChain v1 agent middleware (see the module docstring).
+
+    Args:
+        config: the memory configuration. ``None`` reads ``$DEERMEM_CONFIG`` or ``./config.yaml``
+            if present (the ``memory:`` block, for ``agent_name``), else uses the defaults — so
+            hosts that instantiate middleware by class path (DeerFlow's
+            ``extensions.middlewares``) need no arguments.
+        model: the extraction model (a chat model, or ``"provider:model"``). Default: the
+            config's ``model``, else the agent's own model as seen in the first model call.
+        agent_name: scopes the memory document and selects per-agent settings. Default:
+            ``config.agent_name``, else ``"__default__"``.
+        storage: where documents live. Default: JSON files under ``config.storage_path``.
+    """
+
+    def __init__(
+        self,
+        config: MemoryConfig | None = None,
+        *,
+        model: BaseChatModel | str | None = None,
+        agent_name: str | None = None,
+        storage: MemoryStorage | None = None,
+    ) -> None:
+        super().__init__()
+        if config is None:
+            path = default_config_path()
+            config = load_memory_config(path, agent_name=agent_name) if path else MemoryConfig()
+        if agent_name is not None and config.agent_name != agent_name:
+            config = config.model_copy(update={"agent_name": agent_name})
+        self.config = config
+        self.agent_name = config.agent_name or DEFAULT_AGENT
+        self.storage: MemoryStorage = storage or JSONFileStorage(config.storage_path)
+        self._explicit_model = resolve_model(model)
+        self._agent_model: BaseChatModel | None = None
+        self._extractor: MemoryExtractor | None = None
+        self._extractor_lock = threading.Lock()
+        self._scheduler: DebounceScheduler[SchedulerKey, CaptureJob] | None = None
+        self._scheduler_lock = threading.Lock()
+        self._indexes = IndexCache()
+        self._count_tokens = make_token_counter(config.token_counting)
+        self.updater = MemoryUpdater(self.storage, self._get_extractor, config)
+
+    # -- construction helpers ----------------------------------------------------------------
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | Path,
+        *,
+        agent_name: str | None = None,
+        model: BaseChatModel | str | None = None,
+        storage: MemoryStorage | None = None,
+    ) -> MemoryMiddleware:
+        """Build from a DeerFlow-style YAML file, with ``agent_name``'s per-agent settings."""
+        return cls(
+            load_memory_config(path, agent_name=agent_name),
+            model=model,
+            agent_name=agent_name,
+            storage=storage,
+        )
+
+    @property
+    def active(self) -> bool:
+        """False when memory is disabled for this agent: it neither injects nor captures."""
+        return self.config.enabled
+
+    # -- the extraction model ----------------------------------------------------------------
+
+    def _get_extractor(self) -> MemoryExtractor | None:
+        with self._extractor_lock:
+            if self._extractor is None:
+                model = self._explicit_model
+                if model is None and self.config.model is not None:
+                    model = build_chat_model(self.config.model)
+                if model is None:
+                    model = self._agent_model
+                if model is None:
+                    return None
+                self._extractor = MemoryExtractor(model)
+            return self._extractor
+
+    # -- scheduler ---------------------------------------------------------------------------
+
+    @property
+    def scheduler(self) -> DebounceScheduler[SchedulerKey, CaptureJob]:
+        """The debounce scheduler (started on first use)."""
+        with self._scheduler_lock:
+            if self._scheduler is None or self._scheduler.closed:
+                self._scheduler = DebounceScheduler(
+                    self._run_job,
+                    debounce_seconds=self.config.debounce_seconds,
+                    max_wait_seconds=self.config.max_wait_seconds,
+                    workers=self.config.update_workers,
+                    max_pending=self.config.queue_max_depth,
+                    flush_on_exit_seconds=self.config.flush_on_exit_seconds,
+                    name=f"deermem-{self.agent_name}",
+                )
+            return self._scheduler
+
+    def _run_job(self, key: SchedulerKey, job: CaptureJob) -> None:
+        self.updater.run(job)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Run every pending update now and wait; True when all finished within ``timeout``."""
+        scheduler = self._scheduler
+        return True if scheduler is None else scheduler.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        scheduler = self._scheduler
+        return True if scheduler is None else await scheduler.aflush(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Flush (bounded) and stop the background threads. Call from your shutdown hook."""
+        scheduler = self._scheduler
+        return True if scheduler is None else scheduler.close(timeout)
+
+    async def aclose(self, timeout: float | None = 10.0) -> bool:
+        scheduler = self._scheduler
+        return True if scheduler is None else await scheduler.aclose(timeout)
+
+    # -- public memory API -------------------------------------------------------------------
+
+    def scope(self, user_id: str | None = None, agent_name: str | None = None) -> MemoryScope:
+        return MemoryScope(user_id or "default", agent_name or self.agent_name)
+
+    def get_memory(self, user_id: str = "default", agent_name: str | None = None) -> Memory:
+        """The stored memory document of a user (and agent; default: this middleware's)."""
+        return self.storage.load(self.scope(user_id, agent_name)).memory
+
+    def render_memory(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        agent_name: str | None = None,
+    ) -> str:
+        """The ``<memory>`` block that would be injected for this conversation ("" if none)."""
+        scope = self.scope(user_id, agent_name)
+        stored = self.storage.load(scope)
+        memory = stored.memory
+        if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
+            return ""
+        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
+        index = self._indexes.get(scope, memory)
+        selected = select_facts(
+            index,
+            build_query(turns, self.config.query_turns),
+            top_k=self.config.top_k,
+            relevance_weight=self.config.relevance_weight,
+            confidence_weight=self.config.confidence_weight,
+        )
+        return render_memory_block(
+            memory,
+            selected,
+            max_tokens=self.config.max_injection_tokens,
+            count_tokens=self._count_tokens,
+        )
+
+    def capture(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        thread_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> bool:
+        """Queue this conversation for a memory update; True when something was queued.
+
+        Cheap and non-blocking: filtering plus an O(1) enqueue.
+        """
+        if not self.active:
+            return False
+        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
+        if not has_enough_for_update(turns):
+            return False
+        thread = thread_id or conversation_key(turns)
+        scope = self.scope(user_id, agent_name)
+        self.scheduler.submit((scope, thread), CaptureJob(scope, thread, tuple(turns)))
+        logger.debug(
+            "memory capture: user %r thread %r, %d turn(s) queued",
+            scope.user_id,
+            thread,
+            len(turns),
+        )
+        return True
+
+    # -- AgentMiddleware hooks ---------------------------------------------------------------
+
+    def _inject(self, request: ModelRequest, user_id: str) -> ModelRequest:
+        try:
+            block = self.render_memory(request.messages, user_id=user_id)
+        except Exception:
+            logger.exception(
+                "memory injection failed for user %r; calling the model without memory", user_id
+            )
+            return request
+        if not block:
+            return request
+        return request.override(
+            system_message=append_to_system_message(request.system_message, block)
+        )
+
+    def _wants_injection(self, request: ModelRequest) -> bool:
+        if self._agent_model is None and isinstance(request.model, BaseChatModel):
+            self._agent_model = request.model
+        return self.active and self.config.injection_enabled
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> Any:
+        if not self._wants_injection(request):
+            return handler(request)
+        user_id = resolve_user_id(request.runtime)
+        return handler(self._inject(request, user_id))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> Any:
+        if not self._wants_injection(request):
+            return await handler(request)
+        user_id = resolve_user_id(request.runtime)
+        # storage reads are blocking file I/O: keep them off the event loop
+        new_request = await asyncio.to_thread(self._inject, request, user_id)
+        return await handler(new_request)
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if not self.active:
+            return None
+        try:
+            config = current_config()
+            self.capture(
+                state.get("messages", []),
+                user_id=resolve_user_id(runtime, config),
+                thread_id=resolve_thread_id(runtime, config),
+            )
+        except Exception:
+            logger.exception("memory capture failed; the conversation was not queued")
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        # filtering + an O(1) enqueue: cheap enough to run on the event loop
+        return self.after_agent(state, runtime)

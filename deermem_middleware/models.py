@@ -1,0 +1,82 @@
+"""Building the extraction chat model from configuration.
+
+``provider: openai`` (the default) is ``langchain_openai.ChatOpenAI`` and, with ``base_url``, any
+OpenAI-compatible server. Other providers go through ``init_chat_model`` ("anthropic", "ollama",
+... — their integration package must be installed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from .config import ConfigError, ModelConfig
+
+__all__ = ["DEFAULT_OPENAI_MODEL", "build_chat_model", "resolve_model"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+
+def build_chat_model(config: ModelConfig) -> BaseChatModel:
+    """A chat model for ``config``; raises :class:`ConfigError` with the key at fault."""
+    provider = config.provider.strip().lower()
+    api_key = config.api_key.get_secret_value() if config.api_key is not None else None
+    if provider in ("openai", "openai-compatible", "openai_compatible"):
+        from langchain_openai import ChatOpenAI
+
+        kwargs: dict[str, Any] = {
+            "model": config.model or DEFAULT_OPENAI_MODEL,
+            "temperature": config.temperature,
+            "max_retries": config.max_retries,
+        }
+        if config.max_tokens is not None:
+            kwargs["max_tokens"] = config.max_tokens
+        if config.timeout is not None:
+            kwargs["timeout"] = config.timeout
+        if config.base_url:
+            kwargs["base_url"] = config.base_url
+        if api_key:
+            kwargs["api_key"] = api_key
+        elif config.base_url:
+            kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
+        if config.extra_body:
+            kwargs["extra_body"] = dict(config.extra_body)
+        try:
+            return ChatOpenAI(**kwargs)
+        except Exception as exc:  # missing OPENAI_API_KEY and the like
+            raise ConfigError(f"memory.model: cannot build ChatOpenAI: {exc}") from exc
+    if not config.model:
+        raise ConfigError(f"memory.model.model is required for provider {config.provider!r}")
+    from langchain.chat_models import init_chat_model
+
+    extra: dict[str, Any] = {"temperature": config.temperature}
+    if config.max_tokens is not None:
+        extra["max_tokens"] = config.max_tokens
+    if config.base_url:
+        extra["base_url"] = config.base_url
+    if api_key:
+        extra["api_key"] = api_key
+    try:
+        return init_chat_model(config.model, model_provider=provider, **extra)
+    except Exception as exc:
+        raise ConfigError(
+            f"memory.model: cannot build a {config.provider!r} chat model ({exc}); is its "
+            "integration package installed?"
+        ) from exc
+
+
+def resolve_model(model: BaseChatModel | str | None) -> BaseChatModel | None:
+    """A model given to the middleware as an object or as ``"provider:model"`` text."""
+    if model is None or isinstance(model, BaseChatModel):
+        return model
+    if isinstance(model, str):
+        from langchain.chat_models import init_chat_model
+
+        return init_chat_model(model)
+    raise TypeError(
+        f"model must be a BaseChatModel or a 'provider:model' string, got {type(model).__name__}"
+    )

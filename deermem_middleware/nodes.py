@@ -1,0 +1,170 @@
+"""The memory as a node pair for hand-built ``StateGraph`` s.
+
+A LangGraph node cannot change only the *model's input*: whatever it returns is written to state.
+So the pair works like this::
+
+    class State(MemoryState):            # messages + an ephemeral ``memory_context`` key
+        ...
+
+    nodes = MemoryNodes(MemoryMiddleware.from_config("config.yaml", agent_name="coder"))
+    builder.add_node("memory_inject", nodes.inject)    # writes state["memory_context"]
+    builder.add_node("model", call_model)              # uses nodes.with_memory(state)
+    builder.add_node("memory_capture", nodes.capture)  # queues the turn, writes nothing
+    builder.add_edge(START, "memory_inject"); builder.add_edge("memory_inject", "model")
+    builder.add_edge("model", "memory_capture"); builder.add_edge("memory_capture", END)
+
+``memory_context`` is an ``EphemeralValue`` channel: it is visible to the node right after the
+inject node and cleared after that step, and it is never part of ``messages`` (run with
+``durability="exit"`` if it must not appear in intermediate checkpoints either). The alternative
+that touches no state at all is :meth:`MemoryNodes.wrap_model`, which prepends the memory inside
+the model runnable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.channels import EphemeralValue
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from .ids import resolve_thread_id, resolve_user_id
+from .middleware import MemoryMiddleware, append_to_system_message
+
+__all__ = ["MEMORY_CONTEXT_KEY", "MemoryNodes", "MemoryState"]
+
+logger = logging.getLogger(__name__)
+
+MEMORY_CONTEXT_KEY = "memory_context"
+
+
+class MemoryState(TypedDict, total=False):
+    """State keys the node pair uses; extend it with your own."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    memory_context: Annotated[str, EphemeralValue]
+
+
+def _runtime() -> Any:
+    try:
+        from langgraph.runtime import get_runtime
+
+        return get_runtime()
+    except (RuntimeError, KeyError):
+        return None
+
+
+def _messages(state: Any, key: str) -> Sequence[BaseMessage]:
+    if isinstance(state, Mapping):
+        return state.get(key) or []
+    return getattr(state, key, None) or []
+
+
+class MemoryNodes:
+    """Inject and capture nodes built from a :class:`MemoryMiddleware` (same config, storage,
+    scheduler and caches)."""
+
+    def __init__(
+        self,
+        middleware: MemoryMiddleware,
+        *,
+        messages_key: str = "messages",
+        context_key: str = MEMORY_CONTEXT_KEY,
+    ) -> None:
+        self.middleware = middleware
+        self.messages_key = messages_key
+        self.context_key = context_key
+        self.inject: Runnable[Any, dict[str, Any]] = RunnableLambda(
+            self._inject, afunc=self._ainject, name="memory_inject"
+        )
+        self.capture: Runnable[Any, dict[str, Any]] = RunnableLambda(
+            self._capture, afunc=self._acapture, name="memory_capture"
+        )
+
+    # -- inject --------------------------------------------------------------------------------
+
+    def _block(self, state: Any, config: RunnableConfig | None) -> str:
+        mw = self.middleware
+        if not (mw.active and mw.config.injection_enabled):
+            return ""
+        user_id = resolve_user_id(_runtime(), config or {})
+        try:
+            return mw.render_memory(_messages(state, self.messages_key), user_id=user_id)
+        except Exception:
+            logger.exception(
+                "memory injection failed for user %r; continuing without memory", user_id
+            )
+            return ""
+
+    def _inject(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return {self.context_key: self._block(state, config)}
+
+    async def _ainject(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        runtime = _runtime()
+        user_id = resolve_user_id(runtime, config or {})
+        mw = self.middleware
+        if not (mw.active and mw.config.injection_enabled):
+            return {self.context_key: ""}
+        messages = _messages(state, self.messages_key)
+        try:
+            block = await asyncio.to_thread(mw.render_memory, messages, user_id=user_id)
+        except Exception:
+            logger.exception(
+                "memory injection failed for user %r; continuing without memory", user_id
+            )
+            block = ""
+        return {self.context_key: block}
+
+    def with_memory(
+        self, state: Any, messages: Sequence[BaseMessage] | None = None
+    ) -> list[BaseMessage]:
+        """The model's input: ``messages`` (default: the state's) with the injected memory added
+        to the leading system message (or as a new one). Call it inside your model node."""
+        base = list(messages if messages is not None else _messages(state, self.messages_key))
+        block = state.get(self.context_key) if isinstance(state, Mapping) else None
+        if not block:
+            return base
+        if base and isinstance(base[0], SystemMessage):
+            return [append_to_system_message(base[0], block), *base[1:]]
+        return [SystemMessage(block), *base]
+
+    def wrap_model(self, model: Runnable[Any, Any]) -> Runnable[Any, Any]:
+        """``model`` with the memory prepended to its input messages on every call — an
+        alternative to the inject node that writes nothing to state or checkpoints."""
+
+        def prepend(messages: Sequence[BaseMessage], config: RunnableConfig) -> list[BaseMessage]:
+            block = self._block({self.messages_key: messages}, config)
+            return self.with_memory({self.context_key: block}, messages)
+
+        async def aprepend(
+            messages: Sequence[BaseMessage], config: RunnableConfig
+        ) -> list[BaseMessage]:
+            block = await asyncio.to_thread(self._block, {self.messages_key: messages}, config)
+            return self.with_memory({self.context_key: block}, messages)
+
+        return RunnableLambda(prepend, afunc=aprepend, name="memory_prepend") | model
+
+    # -- capture -------------------------------------------------------------------------------
+
+    def _capture(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        mw = self.middleware
+        if not mw.active:
+            return {}
+        runtime = _runtime()
+        try:
+            mw.capture(
+                _messages(state, self.messages_key),
+                user_id=resolve_user_id(runtime, config or {}),
+                thread_id=resolve_thread_id(runtime, config or {}),
+            )
+        except Exception:
+            logger.exception("memory capture failed; the conversation was not queued")
+        return {}
+
+    async def _acapture(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return self._capture(state, config)

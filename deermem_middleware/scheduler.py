@@ -1,0 +1,373 @@
+"""Debounce scheduler keyed by thread.
+
+Why it exists: extraction is an LLM call, and people type in bursts. Each capture of a thread
+*replaces* that thread's pending capture (the newest capture contains the whole conversation), and
+the update runs after ``debounce_seconds`` of quiet on that thread — or at the latest
+``max_wait_seconds`` after its first pending capture, so steady traffic cannot starve it (DeerFlow's
+single global timer did exactly that). Threads never share pending work.
+
+How it runs: one daemon *timer* thread owns the debounce table and a ``threading.Condition``; it
+dispatches due jobs to a small pool of pre-started daemon *worker* threads that call the (sync)
+handler. Nothing is bound to a caller's event loop, so the scheduler works the same from sync
+nodes, async nodes, pytest-asyncio's per-test loops and ``atexit`` — where a fresh
+``ThreadPoolExecutor`` or ``asyncio.to_thread`` can no longer start work, but threads that are
+already running still can. The same key is never processed by two workers at once (its watermark
+would race); a capture that becomes due while its key is running waits for that run to finish.
+
+The debounce bookkeeping itself is :class:`DebounceTable`, a pure state machine driven by an
+explicit clock, so tests and benchmarks can simulate hours of traffic without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import concurrent.futures
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["DebounceScheduler", "DebounceTable", "SchedulerStats"]
+
+logger = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+P = TypeVar("P")
+
+
+@dataclass
+class _Entry(Generic[P]):
+    payload: P
+    first: float
+    last: float
+    seq: int
+
+
+class DebounceTable(Generic[K, P]):
+    """Pending work per key with debounce + max-wait deadlines (pure; the caller passes ``now``).
+
+    ``submit`` replaces a key's payload and pushes its deadline to
+    ``min(last + debounce, first + max_wait)``. ``pop_due`` hands out the keys whose deadline
+    passed. A heap with lazy invalidation keeps both O(log n).
+    """
+
+    def __init__(self, debounce_seconds: float, max_wait_seconds: float | None) -> None:
+        if debounce_seconds < 0:
+            raise ValueError("debounce_seconds must be >= 0")
+        if max_wait_seconds is not None and max_wait_seconds < 0:
+            raise ValueError("max_wait_seconds must be >= 0")
+        self.debounce = debounce_seconds
+        self.max_wait = max_wait_seconds
+        self._entries: dict[K, _Entry[P]] = {}
+        self._heap: list[tuple[float, int, K]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def deadline_of(self, entry: _Entry[P]) -> float:
+        deadline = entry.last + self.debounce
+        if self.max_wait is not None:
+            deadline = min(deadline, entry.first + self.max_wait)
+        return deadline
+
+    def submit(self, key: K, payload: P, now: float) -> bool:
+        """Record ``payload`` as the pending work of ``key``; True when it replaced older work."""
+        seq = next(self._seq)
+        entry = self._entries.get(key)
+        replaced = entry is not None
+        if entry is None:
+            entry = _Entry(payload, now, now, seq)
+            self._entries[key] = entry
+        else:
+            entry.payload, entry.last, entry.seq = payload, now, seq
+        heapq.heappush(self._heap, (self.deadline_of(entry), seq, key))
+        return replaced
+
+    def reschedule(self, key: K) -> None:
+        """Give ``key`` a live deadline again (after :meth:`pop_due` skipped it as busy).
+
+        An overdue key is then handed out by the next :meth:`pop_due`.
+        """
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.seq = next(self._seq)
+            heapq.heappush(self._heap, (self.deadline_of(entry), entry.seq, key))
+
+    def next_deadline(self) -> float | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(
+        self, now: float, *, busy: set[K] | frozenset[K] = frozenset()
+    ) -> list[tuple[K, P, float]]:
+        """Pop every due key not in ``busy``: (key, payload, first-submit time).
+
+        A due key that is busy stays pending; call :meth:`reschedule` when it becomes free.
+        """
+        due: list[tuple[K, P, float]] = []
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            entry = self._entries.get(key)
+            if entry is None or entry.seq != seq:
+                heapq.heappop(self._heap)
+                continue
+            if deadline > now:
+                break
+            heapq.heappop(self._heap)
+            if key in busy:
+                continue  # stays in _entries without a live heap item until reschedule
+            del self._entries[key]
+            due.append((key, entry.payload, entry.first))
+        return due
+
+    def pop_all(self, *, busy: set[K] | frozenset[K] = frozenset()) -> list[tuple[K, P, float]]:
+        """Pop every pending key not in ``busy`` regardless of deadlines (flush)."""
+        out = [(k, e.payload, e.first) for k, e in self._entries.items() if k not in busy]
+        for key, _, _ in out:
+            del self._entries[key]
+        self._heap = [item for item in self._heap if item[2] in self._entries]
+        heapq.heapify(self._heap)
+        return out
+
+    def pop_oldest(
+        self, count: int, *, busy: set[K] | frozenset[K] = frozenset()
+    ) -> list[tuple[K, P, float]]:
+        """Pop the ``count`` keys waiting longest (not in ``busy``): back-pressure when too many
+        threads are pending at once."""
+        if count <= 0:
+            return []
+        oldest = sorted((e.first, e.seq, k) for k, e in self._entries.items() if k not in busy)[
+            :count
+        ]
+        out = []
+        for _, _, key in oldest:
+            entry = self._entries.pop(key)
+            out.append((key, entry.payload, entry.first))
+        return out
+
+    def pending_keys(self) -> list[K]:
+        return list(self._entries)
+
+    def _drop_stale(self) -> None:
+        while self._heap:
+            _, seq, key = self._heap[0]
+            entry = self._entries.get(key)
+            if entry is not None and entry.seq == seq:
+                return
+            heapq.heappop(self._heap)
+
+
+@dataclass
+class SchedulerStats:
+    submitted: int = 0
+    replaced: int = 0
+    dispatched: int = 0
+    completed: int = 0
+    failed: int = 0
+    max_delay_seconds: float = 0.0
+    """Longest time from a key's first pending submit to the start of its run."""
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+_LIVE: weakref.WeakSet[DebounceScheduler[Any, Any]] = weakref.WeakSet()
+_STOP = object()
+
+
+class DebounceScheduler(Generic[K, P]):
+    """Runs ``handler(key, payload)`` once per burst of submits of ``key`` (see module doc)."""
+
+    def __init__(
+        self,
+        handler: Callable[[K, P], None],
+        *,
+        debounce_seconds: float = 30.0,
+        max_wait_seconds: float | None = 120.0,
+        workers: int = 2,
+        max_pending: int | None = None,
+        flush_on_exit_seconds: float | None = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "deermem",
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self._handler = handler
+        self._table: DebounceTable[K, P] = DebounceTable(debounce_seconds, max_wait_seconds)
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._inbox: collections.deque[tuple[K, P, float]] = collections.deque()
+        self._work: queue.Queue[Any] = queue.Queue()
+        self._running: set[K] = set()
+        self._queued = 0
+        self._flushing = 0
+        self._closed = False
+        self._flush_on_exit = flush_on_exit_seconds
+        self._max_pending = max_pending
+        self.stats = SchedulerStats()
+        self._timer = threading.Thread(target=self._timer_loop, name=f"{name}-timer", daemon=True)
+        self._workers = [
+            threading.Thread(target=self._worker_loop, name=f"{name}-worker-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        self._timer.start()
+        for worker in self._workers:
+            worker.start()
+        _LIVE.add(self)
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def submit(self, key: K, payload: P) -> None:
+        """Queue ``payload`` as the newest pending work of ``key``. Thread-safe, O(1), never blocks
+        on I/O."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("scheduler is closed")
+            self._inbox.append((key, payload, self._clock()))
+            self.stats.submitted += 1
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        """Keys waiting (debouncing, queued or running)."""
+        with self._cond:
+            return len(self._table) + len(self._inbox) + self._queued + len(self._running)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Run everything pending now and wait for it; True when all of it finished in time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._busy_locked():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                return True
+            finally:
+                self._flushing -= 1
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """:meth:`flush` for async code: waits without blocking the caller's event loop."""
+        return await _in_thread(self.flush, timeout)
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Flush (bounded by ``timeout``), then stop the threads. True when nothing was left."""
+        if self._closed:
+            return True
+        drained = self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            left = len(self._table) + len(self._inbox) + self._queued + len(self._running)
+            self._cond.notify_all()
+        for _ in self._workers:
+            self._work.put(_STOP)
+        if not drained:
+            logger.warning("memory scheduler closed with %d pending update(s) not processed", left)
+        _LIVE.discard(self)
+        return drained
+
+    async def aclose(self, timeout: float | None = 10.0) -> bool:
+        return await _in_thread(self.close, timeout)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _busy_locked(self) -> bool:
+        return bool(self._table or self._inbox or self._queued or self._running)
+
+    def _timer_loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = self._clock()
+                while self._inbox:
+                    key, payload, at = self._inbox.popleft()
+                    if self._table.submit(key, payload, at):
+                        self.stats.replaced += 1
+                if self._flushing:
+                    due = self._table.pop_all(busy=self._running)
+                else:
+                    due = self._table.pop_due(now, busy=self._running)
+                    if self._max_pending is not None and len(self._table) > self._max_pending:
+                        excess = len(self._table) - self._max_pending
+                        due.extend(self._table.pop_oldest(excess, busy=self._running))
+                for key, payload, first in due:
+                    self._running.add(key)
+                    self._queued += 1
+                    self.stats.dispatched += 1
+                    self.stats.max_delay_seconds = max(self.stats.max_delay_seconds, now - first)
+                    self._work.put((key, payload))
+                if self._flushing and self._table:
+                    timeout: float | None = None  # only busy keys left: wait for a worker
+                else:
+                    next_deadline = self._table.next_deadline()
+                    timeout = None if next_deadline is None else max(0.0, next_deadline - now)
+                self._cond.wait(timeout)
+
+    def _worker_loop(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is _STOP:
+                return
+            key, payload = item
+            with self._cond:
+                self._queued -= 1
+            ok = True
+            try:
+                self._handler(key, payload)
+            except BaseException:  # one failing job never stops the worker
+                ok = False
+                logger.exception("memory update for %r failed", key)
+            with self._cond:
+                self._running.discard(key)
+                if ok:
+                    self.stats.completed += 1
+                else:
+                    self.stats.failed += 1
+                self._table.reschedule(key)
+                self._cond.notify_all()
+
+
+def _in_thread(fn: Callable[[float | None], bool], timeout: float | None) -> asyncio.Future[bool]:
+    """Run a blocking wait on a short-lived thread and await it from any event loop.
+
+    A plain thread (not the loop's default executor) keeps this usable during shutdown hooks.
+    """
+    future: concurrent.futures.Future[bool] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(timeout))
+        except BaseException as exc:  # pragma: no cover - fn does not raise
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="deermem-await", daemon=True).start()
+    return asyncio.wrap_future(future)
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Bounded flush of every live scheduler when the interpreter exits (no lost pending work)."""
+    for scheduler in list(_LIVE):
+        if scheduler._flush_on_exit is None or scheduler.closed:
+            continue
+        try:
+            scheduler.close(scheduler._flush_on_exit)
+        except Exception:  # pragma: no cover - best effort at exit
+            logger.exception("memory scheduler flush at exit failed")

@@ -1,0 +1,370 @@
+"""The memory document and the LLM's update, as pydantic models.
+
+The stored document is a strict superset of DeerFlow's v1.0 ``memory.json``: every key DeerFlow
+writes is modelled by name, and every key we do not know is kept (``extra="allow"``) so a file
+written by DeerFlow, or by a newer version of this package, round-trips without losing anything.
+
+The stored models are *frozen* and hold tuples: a loaded memory can be shared by caches and
+readers without anyone mutating it behind their back (DeerFlow's cache corruption after a failed
+save came from exactly that). The pure functions in ``summaries``/``facts``/``apply`` return new
+objects instead of mutating.
+
+``MemoryUpdate`` is what the extraction LLM returns. It is *bounded*: every list and string has a
+cap, because small constrained models otherwise repeat list items until the token limit, and a
+hostile or broken output must never be able to blow up the stored document. Confidence is clamped
+by a validator rather than by ``ge``/``le`` in the JSON schema: grammar-constrained decoders ignore
+float ranges, and a strict SDK would then reject the whole answer instead of one field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+__all__ = [
+    "FACT_CATEGORIES",
+    "HISTORY_FIELDS",
+    "MAX_FACTS_PER_UPDATE",
+    "MAX_FACT_CHARS",
+    "MAX_REMOVALS_PER_UPDATE",
+    "MAX_SUMMARY_CHARS",
+    "SECTION_FIELDS",
+    "USER_FIELDS",
+    "Fact",
+    "FactCategory",
+    "History",
+    "HistoryUpdate",
+    "Memory",
+    "MemoryUpdate",
+    "NewFact",
+    "Section",
+    "SectionUpdate",
+    "UserContext",
+    "UserUpdate",
+    "Watermark",
+    "coerce_confidence",
+    "new_fact_id",
+    "utc_now_iso",
+]
+
+USER_FIELDS: Final = ("workContext", "personalContext", "topOfMind")
+HISTORY_FIELDS: Final = ("recentMonths", "earlierContext", "longTermBackground")
+SECTION_FIELDS: Final = USER_FIELDS + HISTORY_FIELDS
+
+FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
+FACT_CATEGORIES: Final[tuple[str, ...]] = (
+    "preference",
+    "knowledge",
+    "context",
+    "behavior",
+    "goal",
+    "correction",
+)
+
+MAX_SUMMARY_CHARS: Final = 1200
+MAX_FACT_CHARS: Final = 400
+MAX_FACTS_PER_UPDATE: Final = 20
+MAX_REMOVALS_PER_UPDATE: Final = 20
+MAX_FACT_ID_CHARS: Final = 80
+
+
+def utc_now_iso(now: datetime | None = None) -> str:
+    """ISO-8601 UTC timestamp with a ``Z`` suffix, the format DeerFlow writes."""
+    moment = now if now is not None else datetime.now(UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_fact_id() -> str:
+    """A fact id with 80 random bits (DeerFlow's 32-bit ids can collide in large stores)."""
+    return "fact_" + secrets.token_hex(10)
+
+
+_PERCENT_WORDS: Final = {
+    "very high": 0.95,
+    "high": 0.9,
+    "medium": 0.7,
+    "moderate": 0.7,
+    "low": 0.4,
+    "very low": 0.2,
+}
+
+
+def coerce_confidence(value: Any) -> float:
+    """Turn whatever an LLM or an old file wrote into a confidence in [0, 1].
+
+    - numbers in [0, 1] pass through;
+    - numbers in (1, 100] are read as percentages (``95`` -> ``0.95``);
+    - larger numbers clamp to 1, negative numbers to 0;
+    - numeric strings are parsed, and the words high/medium/low are mapped;
+    - booleans, NaN, infinities and anything else raise ``ValueError`` (the item is rejected,
+      not guessed).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"confidence must be a number, got boolean {value!r}")
+    if isinstance(value, str):
+        text = value.strip().lower().rstrip("%")
+        if text in _PERCENT_WORDS:
+            return _PERCENT_WORDS[text]
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"confidence must be a number, got {value!r}") from None
+        if value.strip().endswith("%"):
+            number /= 100.0
+    elif isinstance(value, int | float):
+        number = float(value)
+    else:
+        raise ValueError(f"confidence must be a number, got {type(value).__name__}")
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"confidence must be finite, got {value!r}")
+    if number > 1.0:
+        number = number / 100.0 if number <= 100.0 else 1.0
+    return min(1.0, max(0.0, number))
+
+
+def _truncate(limit: int) -> BeforeValidator:
+    """Cut over-long strings instead of rejecting them (keeps the useful head)."""
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            return value[: limit - 1].rstrip() + "…"
+        return value
+
+    return BeforeValidator(cut)
+
+
+def _cap_list(limit: int) -> BeforeValidator:
+    def cap(value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) > limit:
+            return list(value)[:limit]
+        return value
+
+    return BeforeValidator(cap)
+
+
+# --------------------------------------------------------------------------------------------
+# The stored document
+# --------------------------------------------------------------------------------------------
+
+_STORED = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class Section(BaseModel):
+    """One summary field: free text plus when it was last rewritten."""
+
+    model_config = _STORED
+
+    summary: str = ""
+    updatedAt: str = ""
+
+
+class UserContext(BaseModel):
+    model_config = _STORED
+
+    workContext: Section = Field(default_factory=Section)
+    personalContext: Section = Field(default_factory=Section)
+    topOfMind: Section = Field(default_factory=Section)
+
+
+class History(BaseModel):
+    model_config = _STORED
+
+    recentMonths: Section = Field(default_factory=Section)
+    earlierContext: Section = Field(default_factory=Section)
+    longTermBackground: Section = Field(default_factory=Section)
+
+
+class Fact(BaseModel):
+    """A discrete thing we know about the user.
+
+    ``source`` is the thread the fact was learnt in; ``updatedAt`` moves when it is reinforced.
+    Stored confidences are coerced leniently (an old file with ``95`` still loads).
+    """
+
+    model_config = _STORED
+
+    id: str
+    content: str
+    category: str = "context"
+    confidence: float = 0.5
+    createdAt: str = ""
+    updatedAt: str | None = None
+    source: str | None = None
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, value: Any) -> float:
+        return coerce_confidence(value)
+
+
+class Watermark(BaseModel):
+    """How far a thread's conversation has been distilled into memory.
+
+    ``turn`` is the fingerprint of the last turn that was extracted (the message id when the
+    message has one, else a content hash), so a restart or a re-capture never resends old turns.
+    """
+
+    model_config = _STORED
+
+    turn: str
+    count: int = 0
+    updatedAt: str = ""
+
+
+class Memory(BaseModel):
+    """The whole memory of one (user, agent) scope."""
+
+    model_config = _STORED
+
+    version: str = "1.0"
+    lastUpdated: str = ""
+    user: UserContext = Field(default_factory=UserContext)
+    history: History = Field(default_factory=History)
+    facts: tuple[Fact, ...] = ()
+    watermarks: dict[str, Watermark] = Field(default_factory=dict)
+
+    def section(self, name: str) -> Section:
+        """The section called ``name`` (one of :data:`SECTION_FIELDS`)."""
+        group: BaseModel = self.user if name in USER_FIELDS else self.history
+        if name not in SECTION_FIELDS:
+            raise KeyError(name)
+        section: Section = getattr(group, name)
+        return section
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The document as stored: DeerFlow's keys plus ours, unknown keys preserved."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> Memory:
+        return cls.model_validate(dict(data))
+
+
+# --------------------------------------------------------------------------------------------
+# What the extraction LLM returns
+# --------------------------------------------------------------------------------------------
+
+_LLM = ConfigDict(extra="ignore")
+
+_CATEGORY_ALIASES: Final = {
+    "preferences": "preference",
+    "like": "preference",
+    "likes": "preference",
+    "fact": "knowledge",
+    "skill": "knowledge",
+    "skills": "knowledge",
+    "expertise": "knowledge",
+    "background": "context",
+    "personal": "context",
+    "work": "context",
+    "habit": "behavior",
+    "behaviour": "behavior",
+    "goals": "goal",
+    "plan": "goal",
+    "corrections": "correction",
+}
+
+
+def _category(value: Any) -> Any:
+    """Map near-miss category names onto the fixed set; unknown names become ``context``."""
+    if not isinstance(value, str):
+        return value
+    key = re.sub(r"[^a-z]", "", value.strip().lower())
+    if key in FACT_CATEGORIES:
+        return key
+    return _CATEGORY_ALIASES.get(key, "context")
+
+
+class SectionUpdate(BaseModel):
+    """One summary field in the LLM's answer."""
+
+    model_config = _LLM
+
+    shouldUpdate: bool = False
+    summary: Annotated[str, _truncate(MAX_SUMMARY_CHARS), Field(max_length=MAX_SUMMARY_CHARS)] = ""
+
+
+class NewFact(BaseModel):
+    model_config = _LLM
+
+    content: Annotated[
+        str, _truncate(MAX_FACT_CHARS), Field(min_length=1, max_length=MAX_FACT_CHARS)
+    ]
+    category: Annotated[FactCategory, BeforeValidator(_category)] = "context"
+    confidence: float = Field(
+        default=0.8, description="How sure you are, from 0.0 (guess) to 1.0 (stated explicitly)."
+    )
+
+    @field_validator("content", mode="after")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("fact content is blank")
+        return value
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, value: Any) -> float:
+        return coerce_confidence(value)
+
+
+FactId = Annotated[str, Field(min_length=1, max_length=MAX_FACT_ID_CHARS)]
+
+
+class UserUpdate(BaseModel):
+    model_config = _LLM
+
+    workContext: SectionUpdate = Field(default_factory=SectionUpdate)
+    personalContext: SectionUpdate = Field(default_factory=SectionUpdate)
+    topOfMind: SectionUpdate = Field(default_factory=SectionUpdate)
+
+
+class HistoryUpdate(BaseModel):
+    model_config = _LLM
+
+    recentMonths: SectionUpdate = Field(default_factory=SectionUpdate)
+    earlierContext: SectionUpdate = Field(default_factory=SectionUpdate)
+    longTermBackground: SectionUpdate = Field(default_factory=SectionUpdate)
+
+
+class MemoryUpdate(BaseModel):
+    """What the extraction LLM returns (its JSON schema is derived from this model).
+
+    Parsing is done item by item in ``extraction.parse_update`` so that one bad fact or section is
+    dropped on its own; a missing section means "do not update it".
+    """
+
+    model_config = _LLM
+
+    user: UserUpdate = Field(default_factory=UserUpdate)
+    history: HistoryUpdate = Field(default_factory=HistoryUpdate)
+    newFacts: Annotated[
+        list[NewFact], _cap_list(MAX_FACTS_PER_UPDATE), Field(max_length=MAX_FACTS_PER_UPDATE)
+    ] = Field(default_factory=list)
+    factsToRemove: Annotated[
+        list[FactId], _cap_list(MAX_REMOVALS_PER_UPDATE), Field(max_length=MAX_REMOVALS_PER_UPDATE)
+    ] = Field(default_factory=list)
+
+    def section(self, name: str) -> SectionUpdate:
+        group: BaseModel = self.user if name in USER_FIELDS else self.history
+        if name not in SECTION_FIELDS:
+            raise KeyError(name)
+        section: SectionUpdate = getattr(group, name)
+        return section
+
+    @property
+    def is_empty(self) -> bool:
+        return (
+            not any(self.section(name).shouldUpdate for name in SECTION_FIELDS)
+            and not self.newFacts
+            and not self.factsToRemove
+        )

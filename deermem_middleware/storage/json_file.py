@@ -1,0 +1,255 @@
+"""JSON files on local disk: the embedded default, no server needed.
+
+One file per scope: ``<storage_path>/users/<user>/<agent>.json`` (names percent-encoded so any id
+is a safe file name). Each save
+
+1. takes a per-file lock (a ``threading.Lock`` inside the process, ``flock`` on a ``.lock``
+   sidecar across processes),
+2. re-reads the revision on disk and raises :class:`RevisionConflict` if it moved,
+3. writes a temp file in the same folder, ``fsync``s it, ``os.replace``s it over the document and
+   ``fsync``s the folder — a crash at any moment leaves either the old or the new document, never
+   a torn one.
+
+Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size); documents are frozen
+models, so the cached object is shared safely. A file that fails to parse or validate raises
+:class:`CorruptedMemoryError` naming the path — and ``save`` refuses to replace it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..schema import Memory
+from .base import CorruptedMemoryError, MemoryScope, RevisionConflict, StoredMemory
+
+try:  # POSIX only; elsewhere the in-process lock still applies
+    import fcntl
+except ImportError:  # pragma: no cover - exercised on Windows only
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["JSONFileStorage", "decode_name", "encode_name"]
+
+logger = logging.getLogger(__name__)
+
+REVISION_KEY = "revision"
+_SAFE = re.compile(r"[A-Za-z0-9_\-.]")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def encode_name(name: str) -> str:
+    """A file-name-safe, reversible encoding of an id (``..`` and ``/`` cannot escape)."""
+    out: list[str] = []
+    for index, char in enumerate(name):
+        if _SAFE.fullmatch(char) and not (index == 0 and char == "."):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    return "".join(out)
+
+
+def decode_name(encoded: str) -> str:
+    raw = bytearray()
+    index = 0
+    while index < len(encoded):
+        pair = encoded[index + 1 : index + 3]
+        if encoded[index] == "%" and len(pair) == 2 and all(c in _HEX for c in pair):
+            raw.append(int(pair, 16))
+            index += 3
+        else:
+            raw.extend(encoded[index].encode("utf-8"))
+            index += 1
+    return raw.decode("utf-8", errors="replace")
+
+
+def _file_key(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size)
+
+
+class JSONFileStorage:
+    """Memory documents as JSON files under ``root`` (see the module docstring)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.root = Path(root).expanduser()
+        self._fsync = fsync
+        self._cache: dict[Path, tuple[tuple[int, int, int, int], StoredMemory]] = {}
+        self._cache_lock = threading.Lock()
+        self._path_locks: dict[Path, threading.Lock] = {}
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def path_for(self, scope: MemoryScope) -> Path:
+        return (
+            self.root
+            / "users"
+            / encode_name(scope.user_id)
+            / f"{encode_name(scope.agent_name)}.json"
+        )
+
+    def describe(self, scope: MemoryScope) -> str:
+        return str(self.path_for(scope))
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def load(self, scope: MemoryScope) -> StoredMemory:
+        path = self.path_for(scope)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return StoredMemory(Memory(), 0)
+        key = _file_key(stat)
+        with self._cache_lock:
+            cached = self._cache.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        stored, key = self._read(path)
+        if stored is None:
+            return StoredMemory(Memory(), 0)
+        with self._cache_lock:
+            self._cache[path] = (key, stored)
+        return stored
+
+    def _read(self, path: Path) -> tuple[StoredMemory | None, tuple[int, int, int, int]]:
+        try:
+            with open(path, "rb") as handle:
+                key = _file_key(os.fstat(handle.fileno()))
+                raw = handle.read()
+        except FileNotFoundError:
+            return None, (0, 0, 0, 0)
+        return self._parse(path, raw), key
+
+    @staticmethod
+    def _parse(path: Path, raw: bytes) -> StoredMemory:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise CorruptedMemoryError(path, f"not UTF-8: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise CorruptedMemoryError(
+                path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from exc
+        if not isinstance(data, dict):
+            raise CorruptedMemoryError(
+                path, f"top level is {type(data).__name__}, expected an object"
+            )
+        revision = data.pop(REVISION_KEY, 0)
+        if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+            raise CorruptedMemoryError(
+                path, f"'{REVISION_KEY}' must be a non-negative integer, got {revision!r}"
+            )
+        try:
+            memory = Memory.from_json_dict(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise CorruptedMemoryError(
+                path, f"{where}: {first['msg']} ({exc.error_count()} error(s))"
+            ) from exc
+        return StoredMemory(memory, revision)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        with self._cache_lock:
+            lock = self._path_locks.setdefault(path, threading.Lock())
+        with lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if fcntl is None:
+                yield
+                return
+            lock_path = path.with_name(path.name + ".lock")
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing releases the flock
+
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+        path = self.path_for(scope)
+        with self._locked(path):
+            current, _ = self._read(path)  # raises CorruptedMemoryError: never overwrite silently
+            actual = current.revision if current is not None else 0
+            if actual != expected_revision:
+                raise RevisionConflict(scope, expected_revision, actual)
+            revision = actual + 1
+            document: dict[str, Any] = {REVISION_KEY: revision, **memory.to_json_dict()}
+            payload = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8")
+            self._write_atomically(path, payload)
+            stored = StoredMemory(memory, revision)
+            try:
+                key = _file_key(path.stat())
+            except FileNotFoundError:  # pragma: no cover - deleted under our feet
+                return revision
+            with self._cache_lock:
+                self._cache[path] = (key, stored)
+            return revision
+
+    def _write_atomically(self, path: Path, payload: bytes) -> None:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                if self._fsync:
+                    os.fsync(handle.fileno())
+            os.replace(tmp_name, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+            raise
+        if self._fsync:
+            self._fsync_dir(path.parent)
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:  # pragma: no cover - platforms without directory fds
+            return
+        try:
+            os.fsync(fd)
+        except OSError:  # pragma: no cover
+            pass
+        finally:
+            os.close(fd)
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def delete(self, scope: MemoryScope) -> bool:
+        path = self.path_for(scope)
+        with self._locked(path):
+            with self._cache_lock:
+                self._cache.pop(path, None)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+            if self._fsync:
+                self._fsync_dir(path.parent)
+            return True
+
+    def list_scopes(self) -> list[MemoryScope]:
+        scopes: list[MemoryScope] = []
+        users = self.root / "users"
+        if not users.is_dir():
+            return scopes
+        for user_dir in sorted(users.iterdir()):
+            if not user_dir.is_dir():
+                continue
+            for doc in sorted(user_dir.glob("*.json")):
+                if doc.name.startswith("."):
+                    continue
+                scopes.append(MemoryScope(decode_name(user_dir.name), decode_name(doc.stem)))
+        return scopes

@@ -1,0 +1,45 @@
+"""A process-local backend: for tests, notebooks and agents whose memory may die with them."""
+
+from __future__ import annotations
+
+import threading
+
+from ..schema import Memory
+from .base import MemoryScope, RevisionConflict, StoredMemory
+
+__all__ = ["InMemoryStorage"]
+
+
+class InMemoryStorage:
+    """Documents in a dict, with the same compare-and-set contract as the durable backends.
+
+    Documents are frozen models, so handing out the stored object is safe.
+    """
+
+    def __init__(self) -> None:
+        self._docs: dict[MemoryScope, StoredMemory] = {}
+        self._lock = threading.Lock()
+
+    def load(self, scope: MemoryScope) -> StoredMemory:
+        with self._lock:
+            return self._docs.get(scope) or StoredMemory(Memory(), 0)
+
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+        with self._lock:
+            current = self._docs.get(scope)
+            actual = current.revision if current else 0
+            if actual != expected_revision:
+                raise RevisionConflict(scope, expected_revision, actual)
+            self._docs[scope] = StoredMemory(memory, actual + 1)
+            return actual + 1
+
+    def delete(self, scope: MemoryScope) -> bool:
+        with self._lock:
+            return self._docs.pop(scope, None) is not None
+
+    def list_scopes(self) -> list[MemoryScope]:
+        with self._lock:
+            return sorted(self._docs)
+
+    def describe(self, scope: MemoryScope) -> str:
+        return f"memory://{scope.user_id}/{scope.agent_name}"

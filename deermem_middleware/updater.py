@@ -1,0 +1,170 @@
+"""One memory update: load -> new turns only -> extract -> apply -> compare-and-set save.
+
+Runs on a scheduler worker thread. The LLM is called once per update; if another writer saved the
+same memory in the meantime the save raises ``RevisionConflict`` and the *same* extracted update is
+re-applied to the freshly loaded document (the other writer's sections and facts stay). The thread's
+watermark advances in the same atomic save, so a restart or a later capture never resends turns
+that are already in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from .apply import ApplyReport, advance_watermark, apply_update
+from .config import MemoryConfig
+from .extraction import ExtractionResult, MemoryExtractor
+from .filtering import Turn, has_enough_for_update, turns_after
+from .schema import new_fact_id
+from .storage.base import MemoryScope, MemoryStorage, RevisionConflict
+
+__all__ = ["CaptureJob", "MemoryUpdater", "UpdateOutcome"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureJob:
+    """What capture hands to the scheduler: ids resolved at enqueue time, turns filtered."""
+
+    scope: MemoryScope
+    thread_id: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass
+class UpdateOutcome:
+    status: Literal["applied", "unchanged", "nothing_new", "already_applied", "no_model"]
+    revision: int = 0
+    new_turns: int = 0
+    report: ApplyReport = field(default_factory=ApplyReport)
+    extraction: ExtractionResult | None = None
+    conflicts: int = 0
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryUpdater:
+    """Runs :class:`CaptureJob` s against a storage with an extractor (see module docstring)."""
+
+    def __init__(
+        self,
+        storage: MemoryStorage,
+        extractor: Callable[[], MemoryExtractor | None],
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        id_factory: Callable[[], str] = new_fact_id,
+        max_conflict_retries: int = 16,
+    ) -> None:
+        self.storage = storage
+        self._extractor = extractor
+        self.config = config
+        self._clock = clock
+        self._id_factory = id_factory
+        self._max_conflict_retries = max_conflict_retries
+
+    def run(self, job: CaptureJob) -> UpdateOutcome:
+        scope = job.scope
+        stored = self.storage.load(scope)
+        mark = stored.memory.watermarks.get(job.thread_id)
+        new = turns_after(job.turns, mark.turn if mark else None)
+        if not has_enough_for_update(new):
+            logger.debug(
+                "memory %s/%s thread %s: nothing new to extract",
+                scope.user_id,
+                scope.agent_name,
+                job.thread_id,
+            )
+            return UpdateOutcome("nothing_new", stored.revision)
+        extractor = self._extractor()
+        if extractor is None:
+            logger.error(
+                "memory update for user %r skipped: no extraction model configured "
+                "(set memory.model in the config or pass model= to MemoryMiddleware)",
+                scope.user_id,
+            )
+            return UpdateOutcome("no_model", stored.revision, len(new))
+        extraction = extractor.extract(
+            stored.memory,
+            new,
+            now=self._clock(),
+            metadata={
+                "deermem_user_id": scope.user_id,
+                "deermem_agent_name": scope.agent_name,
+                "deermem_thread_id": job.thread_id,
+            },
+        )
+        logger.info(
+            "memory extraction for user %r thread %r: %d turn(s), method=%s, %d call(s), "
+            "%d input + %d output tokens, %.2fs, %d item(s) rejected",
+            scope.user_id,
+            job.thread_id,
+            len(new),
+            extraction.method,
+            extraction.calls,
+            extraction.input_tokens,
+            extraction.output_tokens,
+            extraction.seconds,
+            len(extraction.rejected),
+        )
+        last_turn = new[-1].fingerprint
+        conflicts = 0
+        while True:
+            now = self._clock()
+            memory, report = apply_update(
+                stored.memory,
+                extraction.update,
+                now=now,
+                threshold=self.config.fact_confidence_threshold,
+                max_facts=self.config.max_facts,
+                source=job.thread_id,
+                id_factory=self._id_factory,
+            )
+            memory = advance_watermark(memory, job.thread_id, last_turn, count=len(new), now=now)
+            try:
+                revision = self.storage.save(scope, memory, stored.revision)
+                break
+            except RevisionConflict:
+                conflicts += 1
+                if conflicts > self._max_conflict_retries:
+                    raise
+                stored = self.storage.load(scope)
+                mark = stored.memory.watermarks.get(job.thread_id)
+                if mark is not None and mark.turn == last_turn:
+                    logger.info(
+                        "memory thread %r: another writer already applied these turns",
+                        job.thread_id,
+                    )
+                    return UpdateOutcome(
+                        "already_applied", stored.revision, len(new), conflicts=conflicts
+                    )
+        counts = report.summary()
+        logger.info(
+            "memory applied for user %r agent %r: revision %d, sections=%d added=%d reinforced=%d "
+            "removed=%d trimmed=%d below_threshold=%d conflicts=%d",
+            scope.user_id,
+            scope.agent_name,
+            revision,
+            counts["sections"],
+            counts["added"],
+            counts["reinforced"],
+            counts["removed"],
+            counts["trimmed"],
+            counts["below_threshold"],
+            conflicts,
+        )
+        return UpdateOutcome(
+            "applied" if report.changed else "unchanged",
+            revision,
+            len(new),
+            report,
+            extraction,
+            conflicts,
+        )
