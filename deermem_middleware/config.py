@@ -47,8 +47,9 @@ class ModelConfig(BaseModel):
     """The chat model that extracts memory (any OpenAI-compatible endpoint, or another provider).
 
     ``provider: openai`` (default) builds ``ChatOpenAI``; ``base_url`` points it at any
-    OpenAI-compatible server (vLLM, llama.cpp, Ollama, a gateway). Other providers go through
-    ``langchain.chat_models.init_chat_model``.
+    OpenAI-compatible server (vLLM, llama.cpp, Ollama, a gateway). ``provider: local`` starts a
+    llama.cpp server on loopback with ``gguf`` (default: the bundled SmolLM2). Other providers go
+    through ``langchain.chat_models.init_chat_model``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -62,7 +63,17 @@ class ModelConfig(BaseModel):
     timeout: float | None = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     extra_body: dict[str, Any] | None = None
-    """Extra request fields, sent as is (e.g. ``repeat_penalty`` for llama.cpp)."""
+    """Extra request fields, sent as is (e.g. ``repeat_penalty`` for llama.cpp). Default for
+    loopback ``base_url`` s: ``{"repeat_penalty": 1.1}``; never sent to other endpoints."""
+    gguf: str | None = None
+    """``provider: local`` only: the GGUF file to serve (default: the bundled SmolLM2-135M)."""
+
+    @field_validator("temperature", "max_tokens", "timeout", "max_retries", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got the boolean {value!r}")
+        return value
 
 
 class MemoryConfig(BaseModel):
@@ -106,6 +117,30 @@ class MemoryConfig(BaseModel):
     """Bounded flush of pending updates at interpreter exit (None: do not flush)."""
     agent_name: str | None = None
     """The agent this config was resolved for (scopes the memory document)."""
+
+    @field_validator(
+        "debounce_seconds",
+        "max_wait_seconds",
+        "max_facts",
+        "fact_confidence_threshold",
+        "max_injection_tokens",
+        "top_k",
+        "relevance_weight",
+        "confidence_weight",
+        "query_turns",
+        "max_message_chars",
+        "guaranteed_token_budget",
+        "queue_max_depth",
+        "update_workers",
+        "flush_on_exit_seconds",
+        mode="before",
+    )
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        """YAML reads ``yes``/``true`` as booleans; pydantic would quietly turn them into 1."""
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got the boolean {value!r}")
+        return value
 
     @field_validator("agent_name")
     @classmethod

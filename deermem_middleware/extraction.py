@@ -41,6 +41,7 @@ from .schema import (
     MAX_REMOVALS_PER_UPDATE,
     MAX_SUMMARY_CHARS,
     USER_FIELDS,
+    Fact,
     HistoryUpdate,
     Memory,
     MemoryUpdate,
@@ -55,13 +56,14 @@ __all__ = [
     "MemoryExtractor",
     "parse_json_text",
     "parse_update",
+    "prompt_facts",
     "render_extraction_messages",
     "update_json_schema",
 ]
 
 logger = logging.getLogger(__name__)
 
-Method = Literal["json_schema", "json_schema_uncapped", "json_fallback"]
+Method = Literal["json_schema", "json_fallback"]
 
 
 class ExtractionError(RuntimeError):
@@ -72,6 +74,7 @@ class ExtractionError(RuntimeError):
 class ExtractionResult:
     update: MemoryUpdate
     method: Method
+    """``json_schema`` (structured output) or ``json_fallback`` (plain call, tolerant parsing)."""
     rejected: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
@@ -116,13 +119,26 @@ _SECTION_DESCRIPTIONS = {
 }
 
 
-def update_json_schema(*, string_caps: bool = True) -> dict[str, Any]:
+def update_json_schema(
+    *, string_caps: bool = True, fact_ids: Sequence[str] | None = None
+) -> dict[str, Any]:
     """The JSON schema of :class:`MemoryUpdate` as sent to the model.
 
     Strict-mode compatible (every property required, no additional properties, no numeric ranges).
     ``string_caps`` adds ``maxLength`` to strings: grammar-constrained local servers need it,
-    OpenAI's strict mode rejects it (lists keep ``maxItems`` either way).
+    OpenAI's strict mode rejects it (lists keep ``maxItems`` either way). ``fact_ids``: the ids
+    shown in the prompt; ``factsToRemove`` may then only name those (a constrained decoder cannot
+    invent ids, and with no facts shown it cannot remove anything).
     """
+    removal_item: dict[str, Any] = {"type": "string"}
+    removals: dict[str, Any] = {"type": "array", "maxItems": MAX_REMOVALS_PER_UPDATE}
+    if fact_ids is not None:
+        ids = list(dict.fromkeys(fact_ids))
+        if ids:
+            removal_item["enum"] = ids
+        else:
+            removals["maxItems"] = 0
+    removals["items"] = removal_item
 
     def group(names: Sequence[str]) -> dict[str, Any]:
         return {
@@ -157,11 +173,7 @@ def update_json_schema(*, string_caps: bool = True) -> dict[str, Any]:
                     "additionalProperties": False,
                 },
             },
-            "factsToRemove": {
-                "type": "array",
-                "maxItems": MAX_REMOVALS_PER_UPDATE,
-                "items": {"type": "string"},
-            },
+            "factsToRemove": removals,
         },
         "required": ["user", "history", "newFacts", "factsToRemove"],
         "additionalProperties": False,
@@ -176,11 +188,36 @@ _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|\Z)", re.DOTALL)
 
 
+_UPDATE_KEYS = frozenset({"user", "history", "newFacts", "factsToRemove"})
+
+
+def _looks_like_update(value: Any) -> bool:
+    return isinstance(value, dict) and not _UPDATE_KEYS.isdisjoint(value)
+
+
+def _complete_items(text: str) -> dict[str, Any] | None:
+    """The longest prefix of a truncated object that ends at a closing brace, completed.
+
+    Cutting at a ``}`` keeps only items the model finished writing: a half-written fact or summary
+    at the end of a truncated answer is dropped, not stored with made-up defaults.
+    """
+    ends = [m.end() for m in re.finditer(r"\}", text)]
+    for end in reversed(ends[-200:]):
+        try:
+            value = parse_partial_json(text[:end])
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if _looks_like_update(value):
+            return value
+    return None
+
+
 def parse_json_text(text: str) -> Any:
     """The JSON object in a model's text answer, however it was wrapped.
 
-    Tries, in order: the whole text; fenced blocks; the first decodable ``{...}``; a truncated
-    object completed by ``parse_partial_json``. Raises :class:`ExtractionError` when none works.
+    Tries, in order: the whole text; fenced blocks; the first decodable ``{...}`` that has update
+    keys (an inner object of a truncated answer must not pass for the answer); a truncated object
+    cut back to its last complete item. Raises :class:`ExtractionError` when none works.
     """
     cleaned = _THINK.sub("", text).strip()
     candidates = [cleaned]
@@ -196,15 +233,11 @@ def parse_json_text(text: str) -> Any:
             value, _ = decoder.raw_decode(cleaned, match.start())
         except json.JSONDecodeError:
             continue
-        if isinstance(value, dict):
+        if _looks_like_update(value):
             return value
-    start = cleaned.find("{")
-    if start >= 0:
-        try:
-            value = parse_partial_json(cleaned[start:])
-        except (json.JSONDecodeError, ValueError):
-            value = None
-        if isinstance(value, dict):
+    for match in list(re.finditer(r"\{", cleaned))[:5]:  # the answer starts early; bound the work
+        value = _complete_items(cleaned[match.start() :])
+        if value is not None:
             logger.warning("extraction answer was truncated JSON; using the complete items only")
             return value
     preview = text[:120].replace("\n", " ")
@@ -314,21 +347,25 @@ def _neutralise_tags(text: str) -> str:
     return _DATA_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
 
 
-def _memory_for_prompt(memory: Memory, turns: Sequence[Turn], max_facts: int) -> str:
+def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[Fact]:
+    """The facts shown to the extractor: all of them, or the ``max_facts`` most related to the new
+    turns (those are the ones it may reinforce or contradict)."""
+    facts = list(memory.facts)
+    if len(facts) <= max_facts:
+        return facts
+    from .injection import FactIndex, select_facts
+
+    query = "\n".join(t.text for t in turns)
+    return [s.fact for s in select_facts(FactIndex(facts), query, top_k=max_facts)]
+
+
+def _memory_for_prompt(memory: Memory, facts: Sequence[Fact]) -> str:
     sections = {
         group: {
             name: memory.section(name).summary for name in names if memory.section(name).summary
         }
         for group, names in (("user", USER_FIELDS), ("history", HISTORY_FIELDS))
     }
-    facts = list(memory.facts)
-    if len(facts) > max_facts:
-        # the facts most related to the new turns are the ones it may reinforce or contradict
-        from .injection import FactIndex, select_facts
-
-        query = "\n".join(t.text for t in turns)
-        chosen = select_facts(FactIndex(facts), query, top_k=max_facts)
-        facts = [s.fact for s in chosen]
     if not facts and not any(sections.values()):
         return "(empty: nothing is known about this user yet)"
     document = {
@@ -351,24 +388,33 @@ def render_extraction_messages(
     turns: Sequence[Turn],
     *,
     now: datetime,
+    facts: Sequence[Fact] | None = None,
     max_prompt_facts: int = 80,
     json_instructions: bool = False,
     string_caps: bool = True,
 ) -> list[BaseMessage]:
-    """System instructions + a human message holding the memory and the new turns as data."""
+    """System instructions + a human message holding the memory and the new turns as data.
+
+    ``facts``: the facts to show (default: :func:`prompt_facts`).
+    """
     from .prompts import load_prompt, render_prompt
 
+    if facts is None:
+        facts = prompt_facts(memory, turns, max_prompt_facts)
     conversation = "\n\n".join(
         f"{'User' if t.role == 'user' else 'Assistant'}: {_neutralise_tags(t.text)}" for t in turns
     )
     human = render_prompt(
         "extraction_input",
         now=now.astimezone(UTC).strftime("%Y-%m-%d"),
-        current_memory=_memory_for_prompt(memory, turns, max_prompt_facts),
+        current_memory=_memory_for_prompt(memory, facts),
         conversation=conversation,
     )
     if json_instructions:
-        schema = json.dumps(update_json_schema(string_caps=string_caps), separators=(",", ":"))
+        schema = json.dumps(
+            update_json_schema(string_caps=string_caps, fact_ids=[f.id for f in facts]),
+            separators=(",", ":"),
+        )
         human += render_prompt("extraction_json_fallback", schema=schema)
     return [SystemMessage(load_prompt("extraction_system").strip()), HumanMessage(human)]
 
@@ -378,16 +424,38 @@ def render_extraction_messages(
 # ------------------------------------------------------------------------------------------------
 
 
-def _is_rejection(exc: BaseException) -> bool:
-    """Did the model/endpoint refuse the *request shape* (as opposed to failing transiently)?"""
-    if isinstance(exc, NotImplementedError | ValueError | TypeError):
-        return True
+def _is_http_rejection(exc: BaseException) -> bool:
+    """Did the endpoint refuse the *request shape* (400/422), as opposed to failing transiently?"""
     status = getattr(exc, "status_code", None)
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
     return status in (400, 422) or type(exc).__name__ in (
         "BadRequestError",
         "UnprocessableEntityError",
+    )
+
+
+def _truncated_completion(exc: BaseException) -> tuple[str, int, int] | None:
+    """(text, input tokens, output tokens) of an answer the OpenAI SDK refused to parse because
+    it hit ``max_tokens`` — its complete items are still worth keeping."""
+    completion = getattr(exc, "completion", None)
+    if completion is None or type(exc).__name__ != "LengthFinishReasonError":
+        return None
+    try:
+        text = completion.choices[0].message.content or ""
+    except (AttributeError, IndexError):
+        return None
+    usage = getattr(completion, "usage", None)
+    return (
+        text,
+        int(getattr(usage, "prompt_tokens", 0) or 0),
+        int(getattr(usage, "completion_tokens", 0) or 0),
+    )
+
+
+def _log_unsupported(exc: BaseException) -> None:
+    logger.info(
+        "structured output unsupported by this model (%s: %s)", type(exc).__name__, str(exc)[:200]
     )
 
 
@@ -485,33 +553,59 @@ class MemoryExtractor:
         result: ExtractionResult,
     ) -> Any:
         """Structured-output attempts; None means "use the plain path"."""
-        messages = render_extraction_messages(
-            memory, turns, now=now, max_prompt_facts=self.max_prompt_facts
-        )
+        facts = prompt_facts(memory, turns, self.max_prompt_facts)
+        fact_ids = [f.id for f in facts]
+        messages = render_extraction_messages(memory, turns, now=now, facts=facts)
         attempts = [self.string_caps] + ([False] if self.string_caps else [])
         for caps in attempts:
             kwargs: dict[str, Any] = {"method": "json_schema", "include_raw": True}
             if _is_openai(self.model):
                 kwargs["strict"] = True
             try:
+                # raising here means the model has no structured output (fake models, older
+                # integrations, an unsupported method); the same error at invoke time would
+                # instead be a broken response, which must not switch structured output off
                 runnable = self.model.with_structured_output(
-                    update_json_schema(string_caps=caps), **kwargs
+                    update_json_schema(string_caps=caps, fact_ids=fact_ids), **kwargs
                 )
-                output = runnable.invoke(messages, config=config)
-            except Exception as exc:
-                if not _is_rejection(exc) or self.structured == "always":
+            except (NotImplementedError, ValueError, TypeError) as exc:
+                if self.structured == "always":
                     raise
-                unsupported = isinstance(exc, NotImplementedError | ValueError | TypeError)
-                if not unsupported:
-                    result.calls += 1  # the request reached the endpoint and was refused
+                _log_unsupported(exc)
+                break  # the model cannot do it at all; caps make no difference
+            try:
+                output = runnable.invoke(messages, config=config)
+            except NotImplementedError as exc:
+                if self.structured == "always":
+                    raise
+                _log_unsupported(exc)
+                break
+            except Exception as exc:
+                truncated = _truncated_completion(exc)
+                if truncated is not None:
+                    text, tokens_in, tokens_out = truncated
+                    result.calls += 1
+                    result.input_tokens += tokens_in
+                    result.output_tokens += tokens_out
+                    result.method = "json_schema"
+                    logger.warning(
+                        "extraction answer hit the model's max_tokens (%d output tokens); keeping "
+                        "its complete items",
+                        tokens_out,
+                    )
+                    try:
+                        return parse_json_text(text)
+                    except ExtractionError:
+                        return None
+                if self.structured == "always" or not _is_http_rejection(exc):
+                    raise  # timeouts, rate limits, 5xx: the caller retries later
+                result.calls += 1  # the request reached the endpoint and was refused
                 logger.info(
-                    "structured output %s rejected by the model/endpoint (%s: %s)",
+                    "structured output %s rejected by the endpoint (%s: %s)",
                     "with string caps" if caps else "without string caps",
                     type(exc).__name__,
                     str(exc)[:200],
                 )
-                if unsupported:
-                    break  # the model cannot do it at all; caps make no difference
                 continue
             result.calls += 1
             raw = output.get("raw") if isinstance(output, Mapping) else None
@@ -521,7 +615,7 @@ class MemoryExtractor:
             if caps != self.string_caps:
                 logger.info("structured output works without string caps; keeping that")
                 self.string_caps = caps
-            result.method = "json_schema" if caps else "json_schema_uncapped"
+            result.method = "json_schema"
             parsed = output.get("parsed") if isinstance(output, Mapping) else output
             if isinstance(parsed, Mapping):
                 return parsed

@@ -118,7 +118,7 @@ def apply_facts(
                     "updatedAt": stamp,
                 }
             )
-            if known.id not in changes.added:
+            if known.id not in changes.added and known.id not in changes.reinforced:
                 changes.reinforced.append(known.id)
             continue
         fact = Fact(

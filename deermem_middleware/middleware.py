@@ -34,16 +34,17 @@ from .injection import IndexCache, build_query, render_memory_block, select_fact
 from .models import build_chat_model, resolve_model
 from .scheduler import DebounceScheduler
 from .schema import SECTION_FIELDS, Memory
-from .storage.base import DEFAULT_AGENT, MemoryScope, MemoryStorage
+from .storage.base import DEFAULT_AGENT, CorruptedMemoryError, MemoryScope, MemoryStorage
 from .storage.json_file import JSONFileStorage
 from .tokens import make_token_counter
-from .updater import CaptureJob, MemoryUpdater
+from .updater import CaptureJob, MemoryUpdater, UpdateOutcome
 
 __all__ = ["MemoryMiddleware", "append_to_system_message"]
 
 logger = logging.getLogger(__name__)
 
 SchedulerKey = tuple[MemoryScope, str]
+UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
 
 
 def append_to_system_message(system: SystemMessage | None, block: str) -> SystemMessage:
@@ -101,8 +102,11 @@ class MemoryMiddleware(AgentMiddleware):
         self._scheduler: DebounceScheduler[SchedulerKey, CaptureJob] | None = None
         self._scheduler_lock = threading.Lock()
         self._indexes = IndexCache()
+        self._reported: set[str] = set()
         self._count_tokens = make_token_counter(config.token_counting)
         self.updater = MemoryUpdater(self.storage, self._get_extractor, config)
+        self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
+        self._listeners: list[UpdateListener] = []
 
     # -- construction helpers ----------------------------------------------------------------
 
@@ -135,7 +139,7 @@ class MemoryMiddleware(AgentMiddleware):
             if self._extractor is None:
                 model = self._explicit_model
                 if model is None and self.config.model is not None:
-                    model = build_chat_model(self.config.model)
+                    model = build_chat_model(self.config.model, resources=self._resources)
                 if model is None:
                     model = self._agent_model
                 if model is None:
@@ -161,8 +165,20 @@ class MemoryMiddleware(AgentMiddleware):
                 )
             return self._scheduler
 
+    def add_update_listener(self, listener: UpdateListener) -> None:
+        """Call ``listener(job, outcome)`` after every background update (on a worker thread).
+
+        For metrics and demos; a listener that raises is logged and ignored.
+        """
+        self._listeners.append(listener)
+
     def _run_job(self, key: SchedulerKey, job: CaptureJob) -> None:
-        self.updater.run(job)
+        outcome = self.updater.run(job)
+        for listener in list(self._listeners):
+            try:
+                listener(job, outcome)
+            except Exception:
+                logger.exception("memory update listener %r failed", listener)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run every pending update now and wait; True when all finished within ``timeout``."""
@@ -174,13 +190,23 @@ class MemoryMiddleware(AgentMiddleware):
         return True if scheduler is None else await scheduler.aflush(timeout)
 
     def close(self, timeout: float | None = 10.0) -> bool:
-        """Flush (bounded) and stop the background threads. Call from your shutdown hook."""
+        """Flush (bounded), stop the background threads and anything started for extraction
+        (a local LLM server). Call it from your shutdown hook. True when nothing was left."""
         scheduler = self._scheduler
-        return True if scheduler is None else scheduler.close(timeout)
+        drained = True if scheduler is None else scheduler.close(timeout)
+        with self._extractor_lock:
+            if self._resources:
+                self._extractor = None  # its server is going away; rebuilt on next use
+            while self._resources:
+                resource = self._resources.pop()
+                try:
+                    resource.stop()
+                except Exception:
+                    logger.exception("stopping %r failed", resource)
+        return drained
 
     async def aclose(self, timeout: float | None = 10.0) -> bool:
-        scheduler = self._scheduler
-        return True if scheduler is None else await scheduler.aclose(timeout)
+        return await asyncio.to_thread(self.close, timeout)
 
     # -- public memory API -------------------------------------------------------------------
 
@@ -253,15 +279,27 @@ class MemoryMiddleware(AgentMiddleware):
     def _inject(self, request: ModelRequest, user_id: str) -> ModelRequest:
         try:
             block = self.render_memory(request.messages, user_id=user_id)
-        except Exception:
-            logger.exception(
-                "memory injection failed for user %r; calling the model without memory", user_id
-            )
+        except Exception as exc:
+            self.report_injection_error(exc, user_id)
             return request
         if not block:
             return request
         return request.override(
             system_message=append_to_system_message(request.system_message, block)
+        )
+
+    def report_injection_error(self, exc: Exception, user_id: str) -> None:
+        """Log a failed injection: a corrupted file once per problem, anything else with a trace."""
+        if isinstance(exc, CorruptedMemoryError):
+            text = str(exc)
+            if text not in self._reported:
+                self._reported.add(text)
+                logger.error("memory not injected for user %r: %s", user_id, text)
+            return
+        logger.error(
+            "memory injection failed for user %r; calling the model without memory",
+            user_id,
+            exc_info=exc,
         )
 
     def _wants_injection(self, request: ModelRequest) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from .config import ConfigError, ModelConfig
+from .local_llm import LOCAL_SAMPLING, is_local_base_url
 
 __all__ = ["DEFAULT_OPENAI_MODEL", "build_chat_model", "resolve_model"]
 
@@ -21,10 +22,31 @@ logger = logging.getLogger(__name__)
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 
-def build_chat_model(config: ModelConfig) -> BaseChatModel:
-    """A chat model for ``config``; raises :class:`ConfigError` with the key at fault."""
+def build_chat_model(config: ModelConfig, *, resources: list[Any] | None = None) -> BaseChatModel:
+    """A chat model for ``config``; raises :class:`ConfigError` with the key at fault.
+
+    ``provider: local`` starts a llama.cpp server; it is appended to ``resources`` (the caller
+    stops it when done; it is also stopped at interpreter exit).
+    """
     provider = config.provider.strip().lower()
     api_key = config.api_key.get_secret_value() if config.api_key is not None else None
+    if provider == "local":
+        from .local_llm import LocalLLMError, LocalLLMServer
+
+        server = LocalLLMServer(gguf=config.gguf)
+        try:
+            server.start()
+        except LocalLLMError as exc:
+            raise ConfigError(f"memory.model (provider: local): {exc}") from exc
+        if resources is not None:
+            resources.append(server)
+        options: dict[str, Any] = {"temperature": config.temperature}
+        if config.max_tokens is not None:
+            options["max_tokens"] = config.max_tokens
+        if config.extra_body:
+            options["extra_body"] = dict(config.extra_body)
+        model: BaseChatModel = server.chat_model(**options)
+        return model
     if provider in ("openai", "openai-compatible", "openai_compatible"):
         from langchain_openai import ChatOpenAI
 
@@ -45,6 +67,8 @@ def build_chat_model(config: ModelConfig) -> BaseChatModel:
             kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
         if config.extra_body:
             kwargs["extra_body"] = dict(config.extra_body)
+        elif is_local_base_url(config.base_url):
+            kwargs["extra_body"] = dict(LOCAL_SAMPLING)  # llama.cpp-only options, loopback only
         try:
             return ChatOpenAI(**kwargs)
         except Exception as exc:  # missing OPENAI_API_KEY and the like

@@ -95,10 +95,8 @@ class MemoryNodes:
         user_id = resolve_user_id(_runtime(), config or {})
         try:
             return mw.render_memory(_messages(state, self.messages_key), user_id=user_id)
-        except Exception:
-            logger.exception(
-                "memory injection failed for user %r; continuing without memory", user_id
-            )
+        except Exception as exc:
+            mw.report_injection_error(exc, user_id)
             return ""
 
     def _inject(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -113,10 +111,8 @@ class MemoryNodes:
         messages = _messages(state, self.messages_key)
         try:
             block = await asyncio.to_thread(mw.render_memory, messages, user_id=user_id)
-        except Exception:
-            logger.exception(
-                "memory injection failed for user %r; continuing without memory", user_id
-            )
+        except Exception as exc:
+            mw.report_injection_error(exc, user_id)
             block = ""
         return {self.context_key: block}
 

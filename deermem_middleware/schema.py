@@ -118,7 +118,9 @@ def coerce_confidence(value: Any) -> float:
         except ValueError:
             raise ValueError(f"confidence must be a number, got {value!r}") from None
         if value.strip().endswith("%"):
-            number /= 100.0
+            if math.isnan(number) or math.isinf(number):
+                raise ValueError(f"confidence must be finite, got {value!r}")
+            return min(1.0, max(0.0, number / 100.0))  # an explicit percentage, clamped once
     elif isinstance(value, int | float):
         number = float(value)
     else:

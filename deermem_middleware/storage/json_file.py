@@ -18,6 +18,7 @@ models, so the cached object is shared safely. A file that fails to parse or val
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -43,6 +44,8 @@ __all__ = ["JSONFileStorage", "decode_name", "encode_name"]
 logger = logging.getLogger(__name__)
 
 REVISION_KEY = "revision"
+SCOPE_KEY = "scope"
+"""Whose document this is, stored in the file so hashed (very long) names stay listable."""
 _SAFE = re.compile(r"[A-Za-z0-9_\-.]")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -56,6 +59,24 @@ def encode_name(name: str) -> str:
         else:
             out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
     return "".join(out)
+
+
+MAX_NAME_BYTES = 150
+"""Longest encoded id used as is; file systems cap a name at 255 bytes and we add suffixes."""
+
+
+def file_name(name: str) -> str:
+    """The file/folder name of an id: :func:`encode_name`, or for very long ids a readable
+    prefix plus a hash (``~`` marks it; the document itself records the full id)."""
+    encoded = encode_name(name)
+    if len(encoded) <= MAX_NAME_BYTES:
+        return encoded
+    prefix = encoded[:100]
+    cut = prefix.rfind("%", len(prefix) - 2)  # never split a %XX escape
+    if cut >= 0:
+        prefix = prefix[:cut]
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=12).hexdigest()
+    return f"{prefix}~{digest}"
 
 
 def decode_name(encoded: str) -> str:
@@ -90,10 +111,7 @@ class JSONFileStorage:
 
     def path_for(self, scope: MemoryScope) -> Path:
         return (
-            self.root
-            / "users"
-            / encode_name(scope.user_id)
-            / f"{encode_name(scope.agent_name)}.json"
+            self.root / "users" / file_name(scope.user_id) / f"{file_name(scope.agent_name)}.json"
         )
 
     def describe(self, scope: MemoryScope) -> str:
@@ -143,6 +161,7 @@ class JSONFileStorage:
                 path, f"top level is {type(data).__name__}, expected an object"
             )
         revision = data.pop(REVISION_KEY, 0)
+        data.pop(SCOPE_KEY, None)
         if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
             raise CorruptedMemoryError(
                 path, f"'{REVISION_KEY}' must be a non-negative integer, got {revision!r}"
@@ -184,7 +203,11 @@ class JSONFileStorage:
             if actual != expected_revision:
                 raise RevisionConflict(scope, expected_revision, actual)
             revision = actual + 1
-            document: dict[str, Any] = {REVISION_KEY: revision, **memory.to_json_dict()}
+            document: dict[str, Any] = {
+                REVISION_KEY: revision,
+                SCOPE_KEY: {"user_id": scope.user_id, "agent_name": scope.agent_name},
+                **memory.to_json_dict(),
+            }
             payload = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8")
             self._write_atomically(path, payload)
             stored = StoredMemory(memory, revision)
@@ -240,6 +263,15 @@ class JSONFileStorage:
                 self._fsync_dir(path.parent)
             return True
 
+    @staticmethod
+    def _recorded_scope(doc: Path) -> MemoryScope | None:
+        try:
+            recorded = json.loads(doc.read_bytes()).get(SCOPE_KEY) or {}
+            return MemoryScope(str(recorded["user_id"]), str(recorded["agent_name"]))
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            logger.warning("cannot tell whose memory %s is; skipped in listings", doc)
+            return None
+
     def list_scopes(self) -> list[MemoryScope]:
         scopes: list[MemoryScope] = []
         users = self.root / "users"
@@ -250,6 +282,11 @@ class JSONFileStorage:
                 continue
             for doc in sorted(user_dir.glob("*.json")):
                 if doc.name.startswith("."):
+                    continue
+                if "~" in user_dir.name or "~" in doc.stem:
+                    scope = self._recorded_scope(doc)
+                    if scope is not None:
+                        scopes.append(scope)
                     continue
                 scopes.append(MemoryScope(decode_name(user_dir.name), decode_name(doc.stem)))
         return scopes

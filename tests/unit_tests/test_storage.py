@@ -1,0 +1,360 @@
+"""Storage backends: the shared compare-and-set contract, and JSON-file specifics."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from deermem_middleware.schema import Fact, Memory
+from deermem_middleware.storage import (
+    CorruptedMemoryError,
+    InMemoryStorage,
+    JSONFileStorage,
+    MemoryScope,
+    MemoryStorage,
+    RevisionConflict,
+)
+
+SCOPE = MemoryScope("alice", "researcher")
+OTHER = MemoryScope("bob", "researcher")
+
+
+def _fact(i: int, content: str | None = None) -> Fact:
+    return Fact(
+        id=f"fact_{i:016x}",
+        content=content or f"fact number {i}",
+        category="knowledge",
+        confidence=0.8,
+        createdAt="2026-01-01T00:00:00Z",
+    )
+
+
+def _memory(*contents: str) -> Memory:
+    return Memory(facts=tuple(_fact(i, c) for i, c in enumerate(contents)))
+
+
+@pytest.fixture(params=["json", "memory"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStorage:
+    if request.param == "json":
+        return JSONFileStorage(tmp_path / "store")
+    return InMemoryStorage()
+
+
+# -- the shared contract -----------------------------------------------------------------------
+
+
+def test_backends_satisfy_the_protocol(storage: MemoryStorage) -> None:
+    assert isinstance(storage, MemoryStorage)
+
+
+def test_empty_load_is_revision_zero(storage: MemoryStorage) -> None:
+    stored = storage.load(SCOPE)
+    assert stored.revision == 0
+    assert stored.memory.facts == ()
+    assert storage.list_scopes() == []
+
+
+def test_save_returns_next_revision_and_load_sees_it(storage: MemoryStorage) -> None:
+    assert storage.save(SCOPE, _memory("likes tea"), 0) == 1
+    assert storage.save(SCOPE, _memory("likes tea", "owns a cat"), 1) == 2
+    stored = storage.load(SCOPE)
+    assert stored.revision == 2
+    assert [f.content for f in stored.memory.facts] == ["likes tea", "owns a cat"]
+
+
+def test_stale_revision_conflicts_and_writes_nothing(storage: MemoryStorage) -> None:
+    storage.save(SCOPE, _memory("v1"), 0)
+    storage.save(SCOPE, _memory("v2"), 1)
+    for stale in (0, 1, 3, 99):
+        with pytest.raises(RevisionConflict) as info:
+            storage.save(SCOPE, _memory(f"stale {stale}"), stale)
+        assert info.value.expected == stale
+        assert info.value.actual == 2
+    stored = storage.load(SCOPE)
+    assert stored.revision == 2
+    assert [f.content for f in stored.memory.facts] == ["v2"]
+
+
+def test_scopes_are_isolated(storage: MemoryStorage) -> None:
+    storage.save(SCOPE, _memory("alice fact"), 0)
+    assert storage.load(OTHER).revision == 0
+    assert storage.load(MemoryScope("alice", "writer")).revision == 0
+    storage.save(OTHER, _memory("bob fact"), 0)
+    assert [f.content for f in storage.load(SCOPE).memory.facts] == ["alice fact"]
+
+
+def test_delete(storage: MemoryStorage) -> None:
+    storage.save(SCOPE, _memory("x"), 0)
+    storage.save(OTHER, _memory("y"), 0)
+    assert storage.delete(SCOPE) is True
+    assert storage.delete(SCOPE) is False
+    assert storage.load(SCOPE).revision == 0
+    assert storage.list_scopes() == [OTHER]
+    assert storage.save(SCOPE, _memory("again"), 0) == 1
+
+
+def test_list_scopes(storage: MemoryStorage) -> None:
+    scopes = [SCOPE, OTHER, MemoryScope("alice", "writer"), MemoryScope()]
+    for scope in scopes:
+        storage.save(scope, _memory("x"), 0)
+    assert sorted(storage.list_scopes()) == sorted(scopes)
+
+
+ODD_IDS = [
+    "team/alice",
+    "..",
+    "../../etc/passwd",
+    ".hidden",
+    "with spaces ",
+    "🦌 deer",
+    "用户张三",
+    "100%",
+    "%2F",
+    "a\\b",
+    "con",
+    "x.json",
+]
+
+
+def test_odd_ids_round_trip(storage: MemoryStorage) -> None:
+    """Any user id or agent name is a valid scope: stored apart and listed back verbatim."""
+    scopes = [MemoryScope(user, "agent") for user in ODD_IDS]
+    scopes += [MemoryScope("alice", agent) for agent in ODD_IDS]
+    for index, scope in enumerate(scopes):
+        storage.save(scope, _memory(f"memory {index}"), 0)
+    assert sorted(storage.list_scopes()) == sorted(set(scopes))
+    for index, scope in enumerate(scopes):
+        assert [f.content for f in storage.load(scope).memory.facts] == [f"memory {index}"]
+
+
+LONG_IDS = [
+    "用户" * 20,  # 40 CJK characters: 360 bytes once percent-encoded
+    "https://accounts.example.com/oauth2/" + "x" * 240,
+    "u" * 300,
+]
+
+
+@pytest.mark.parametrize("long_id", LONG_IDS, ids=["cjk-40", "url-276", "ascii-300"])
+def test_long_ids_round_trip(storage: MemoryStorage, long_id: str) -> None:
+    """Any id is a valid scope, however long (file names are limited to 255 bytes)."""
+    scopes = [MemoryScope(long_id, "agent"), MemoryScope("alice", long_id)]
+    for scope in scopes:
+        assert storage.load(scope).revision == 0
+        assert storage.save(scope, _memory(long_id[:10]), 0) == 1
+        assert [f.content for f in storage.load(scope).memory.facts] == [long_id[:10]]
+    assert sorted(storage.list_scopes()) == sorted(scopes)
+
+
+def test_unicode_content_round_trips(storage: MemoryStorage) -> None:
+    memory = _memory("用户喜欢喝茶", "emoji 🦌🍵", 'quotes "\\ and \n newlines')
+    storage.save(SCOPE, memory, 0)
+    assert storage.load(SCOPE).memory.to_json_dict() == memory.to_json_dict()
+
+
+def test_large_document(storage: MemoryStorage) -> None:
+    memory = Memory(facts=tuple(_fact(i) for i in range(5000)))
+    storage.save(SCOPE, memory, 0)
+    loaded = storage.load(SCOPE).memory
+    assert len(loaded.facts) == 5000
+    assert loaded.facts[4999].content == "fact number 4999"
+    assert loaded.to_json_dict() == memory.to_json_dict()
+
+
+def _add_fact_with_retry(storage: MemoryStorage, scope: MemoryScope, new: Fact) -> None:
+    while True:
+        stored = storage.load(scope)
+        memory = stored.memory.model_copy(update={"facts": (*stored.memory.facts, new)})
+        try:
+            storage.save(scope, memory, stored.revision)
+            return
+        except RevisionConflict:
+            continue
+
+
+def _hammer(storages: list[MemoryStorage], threads: int = 8, cycles: int = 25) -> None:
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        try:
+            for c in range(cycles):
+                store = storages[(t + c) % len(storages)]
+                _add_fact_with_retry(store, SCOPE, _fact(t * 1000 + c, f"thread {t} cycle {c}"))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+
+
+def test_concurrent_compare_and_set_loses_nothing(storage: MemoryStorage) -> None:
+    """8 threads x 25 load/apply/save-with-retry cycles: every fact survives."""
+    _hammer([storage])
+    stored = storage.load(SCOPE)
+    assert len(stored.memory.facts) == 200
+    assert len({f.id for f in stored.memory.facts}) == 200
+    assert stored.revision == 200
+
+
+# -- JSON-file specifics -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> JSONFileStorage:
+    return JSONFileStorage(tmp_path / "store")
+
+
+def test_odd_ids_stay_inside_the_root(files: JSONFileStorage, tmp_path: Path) -> None:
+    root = files.root.resolve()
+    for odd in ODD_IDS:
+        for scope in (MemoryScope(odd, "agent"), MemoryScope("alice", odd)):
+            path = files.path_for(scope).resolve()
+            assert path.is_relative_to(root), (scope, path)
+            assert path.parent.parent == root / "users"
+            files.save(scope, _memory("x"), 0)
+    escaped = [p for p in tmp_path.rglob("*") if not p.resolve().is_relative_to(root)]
+    assert escaped == []
+
+
+def test_distinct_ids_never_share_a_file(files: JSONFileStorage) -> None:
+    scopes = {MemoryScope(u, a) for u in ODD_IDS for a in ("agent", "x.json", "..")}
+    paths = {files.path_for(s) for s in scopes}
+    assert len(paths) == len(scopes)
+
+
+CORRUPTIONS = {
+    "invalid-json": b'{"version": "1.0", "facts": [',
+    "json-array": b'[{"id": "fact_1"}]',
+    "string-revision": b'{"revision": "seven", "version": "1.0"}',
+    "negative-revision": b'{"revision": -1}',
+    "bool-revision": b'{"revision": true}',
+    "fact-without-id": b'{"revision": 3, "facts": [{"content": "no id"}]}',
+    "fact-bad-confidence": b'{"facts": [{"id": "f", "content": "c", "confidence": "abc"}]}',
+    "not-utf8": b'{"version": "\xff\xfe"}',
+}
+
+
+@pytest.mark.parametrize("raw", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
+def test_corrupted_file_raises_and_is_never_overwritten(files: JSONFileStorage, raw: bytes) -> None:
+    path = files.path_for(SCOPE)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(raw)
+    with pytest.raises(CorruptedMemoryError) as info:
+        files.load(SCOPE)
+    assert str(path) in str(info.value)
+    for expected in (0, 1, 3):
+        with pytest.raises(CorruptedMemoryError):
+            files.save(SCOPE, _memory("would overwrite"), expected)
+    assert path.read_bytes() == raw
+
+
+def test_no_temp_files_left_after_saves(files: JSONFileStorage) -> None:
+    for revision in range(20):
+        files.save(SCOPE, _memory(f"v{revision}"), revision)
+    with pytest.raises(RevisionConflict):
+        files.save(SCOPE, _memory("stale"), 0)
+    leftovers = [p.name for p in files.root.rglob("*") if p.is_file() and p.suffix == ".tmp"]
+    assert leftovers == []
+    documents = list(files.root.rglob("*.json"))
+    assert documents == [files.path_for(SCOPE)]
+
+
+def test_saved_file_is_plain_json_with_revision(files: JSONFileStorage) -> None:
+    files.save(SCOPE, _memory("用户喜欢喝茶"), 0)
+    data = json.loads(files.path_for(SCOPE).read_text(encoding="utf-8"))
+    assert data["revision"] == 1
+    assert data["facts"][0]["content"] == "用户喜欢喝茶"
+    assert "用户喜欢喝茶" in files.path_for(SCOPE).read_text(encoding="utf-8")  # not \u-escaped
+
+
+def test_deerflow_file_without_revision_loads_at_zero(files: JSONFileStorage) -> None:
+    deerflow = {
+        "version": "1.0",
+        "lastUpdated": "2026-03-01T00:00:00Z",
+        "user": {"workContext": {"summary": "Engineer", "updatedAt": "2026-03-01T00:00:00Z"}},
+        "history": {},
+        "facts": [
+            {
+                "id": "fact_1a2b3c4d",
+                "content": "Likes tea",
+                "category": "preference",
+                "confidence": 0.9,
+                "createdAt": "2026-03-01T00:00:00Z",
+                "source": "thread_1",
+            }
+        ],
+        "someFutureKey": [1, 2],
+    }
+    path = files.path_for(SCOPE)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(deerflow), encoding="utf-8")
+    stored = files.load(SCOPE)
+    assert stored.revision == 0
+    assert stored.memory.facts[0].id == "fact_1a2b3c4d"
+    assert files.save(SCOPE, stored.memory, 0) == 1
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["someFutureKey"] == [1, 2]
+    assert data["facts"][0]["source"] == "thread_1"
+
+
+def test_read_cache_returns_same_object_until_file_changes(files: JSONFileStorage) -> None:
+    files.save(SCOPE, _memory("v1"), 0)
+    first = files.load(SCOPE)
+    assert files.load(SCOPE) is first
+    assert files.load(SCOPE).memory is first.memory
+
+    path = files.path_for(SCOPE)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["revision"] = 7
+    data["facts"][0]["content"] = "rewritten by someone else, and longer"
+    path.write_text(json.dumps(data), encoding="utf-8")  # in place: same inode
+    after = files.load(SCOPE)
+    assert after.revision == 7
+    assert after.memory.facts[0].content == "rewritten by someone else, and longer"
+
+
+def test_cache_notices_external_atomic_replace(files: JSONFileStorage, tmp_path: Path) -> None:
+    files.save(SCOPE, _memory("v1"), 0)
+    files.load(SCOPE)
+    other = JSONFileStorage(tmp_path / "store")
+    other.save(SCOPE, _memory("v2"), 1)
+    stored = files.load(SCOPE)
+    assert stored.revision == 2
+    assert [f.content for f in stored.memory.facts] == ["v2"]
+
+
+def test_two_instances_share_revisions_and_conflict(tmp_path: Path) -> None:
+    a = JSONFileStorage(tmp_path / "store")
+    b = JSONFileStorage(tmp_path / "store")
+    assert a.save(SCOPE, _memory("from a"), 0) == 1
+    seen = b.load(SCOPE)
+    assert seen.revision == 1
+    assert [f.content for f in seen.memory.facts] == ["from a"]
+    assert b.save(SCOPE, _memory("from a", "from b"), 1) == 2
+    with pytest.raises(RevisionConflict):
+        a.save(SCOPE, _memory("lost update"), 1)
+    assert [f.content for f in a.load(SCOPE).memory.facts] == ["from a", "from b"]
+    assert b.list_scopes() == a.list_scopes() == [SCOPE]
+    assert b.delete(SCOPE)
+    assert a.load(SCOPE).revision == 0
+
+
+def test_concurrency_across_two_instances_on_one_folder(tmp_path: Path) -> None:
+    """Threads alternating between two storages (separate in-process locks, shared flock)."""
+    a, b = JSONFileStorage(tmp_path / "store"), JSONFileStorage(tmp_path / "store")
+    _hammer([a, b])
+    stored = JSONFileStorage(tmp_path / "store").load(SCOPE)
+    assert len(stored.memory.facts) == 200
+    assert stored.revision == 200
+
+
+def test_delete_missing_and_describe(files: JSONFileStorage) -> None:
+    assert files.delete(SCOPE) is False
+    assert files.describe(SCOPE) == str(files.path_for(SCOPE))
+    assert InMemoryStorage().describe(SCOPE)
