@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableSequence
 from langchain_core.utils.json import parse_partial_json
 from pydantic import ValidationError
 
@@ -476,7 +477,10 @@ def _default_string_caps(model: BaseChatModel) -> bool:
     """OpenAI's own endpoint rejects maxLength in strict mode; everything else gets caps first."""
     if not _is_openai(model):
         return True
-    base_url = getattr(model, "openai_api_base", None) or ""
+    base_url = getattr(model, "openai_api_base", None)
+    if not base_url:  # also set from OPENAI_BASE_URL by the SDK client itself
+        client = getattr(model, "root_client", None)
+        base_url = str(getattr(client, "base_url", "") or "")
     return bool(base_url) and "api.openai.com" not in base_url
 
 
@@ -558,7 +562,7 @@ class MemoryExtractor:
         messages = render_extraction_messages(memory, turns, now=now, facts=facts)
         attempts = [self.string_caps] + ([False] if self.string_caps else [])
         for caps in attempts:
-            kwargs: dict[str, Any] = {"method": "json_schema", "include_raw": True}
+            kwargs: dict[str, Any] = {"method": "json_schema"}
             if _is_openai(self.model):
                 kwargs["strict"] = True
             try:
@@ -573,8 +577,16 @@ class MemoryExtractor:
                     raise
                 _log_unsupported(exc)
                 break  # the model cannot do it at all; caps make no difference
+            # Call the bound model directly and parse its raw answer ourselves: include_raw=True
+            # runs a RunnableParallel on a thread pool, which cannot start at interpreter exit
+            # (where the final flush runs), and we want the raw text for tolerant parsing anyway.
+            bound = runnable.first if isinstance(runnable, RunnableSequence) else runnable
             try:
-                output = runnable.invoke(messages, config=config)
+                output = bound.invoke(messages, config=config)
+            except OutputParserException as exc:
+                result.calls += 1
+                logger.warning("structured output did not parse (%s); retrying plain", exc)
+                return None
             except NotImplementedError as exc:
                 if self.structured == "always":
                     raise
@@ -608,7 +620,7 @@ class MemoryExtractor:
                 )
                 continue
             result.calls += 1
-            raw = output.get("raw") if isinstance(output, Mapping) else None
+            raw = output if isinstance(output, AIMessage) else None
             tokens_in, tokens_out = _usage(raw)
             result.input_tokens += tokens_in
             result.output_tokens += tokens_out
@@ -616,19 +628,22 @@ class MemoryExtractor:
                 logger.info("structured output works without string caps; keeping that")
                 self.string_caps = caps
             result.method = "json_schema"
-            parsed = output.get("parsed") if isinstance(output, Mapping) else output
-            if isinstance(parsed, Mapping):
-                return parsed
-            text = message_text(getattr(raw, "content", "")) if isinstance(raw, AIMessage) else ""
+            if raw is None:  # a runnable that already parsed (not a model binding)
+                parsed = output.model_dump() if hasattr(output, "model_dump") else output
+                if isinstance(parsed, Mapping):
+                    return parsed
+                text = ""
+            else:
+                parsed = raw.additional_kwargs.get("parsed")
+                if isinstance(parsed, Mapping):
+                    return parsed
+                text = message_text(raw.content)
             if text:
                 try:
                     return parse_json_text(text)
                 except ExtractionError:
                     pass
-            logger.warning(
-                "structured output did not parse (%s); retrying with a plain JSON call",
-                output.get("parsing_error") if isinstance(output, Mapping) else "no object",
-            )
+            logger.warning("structured output did not parse; retrying with a plain JSON call")
             return None
         if self.structured == "auto":
             self._structured_ok = False

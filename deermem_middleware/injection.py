@@ -145,11 +145,14 @@ def render_memory_block(
     *,
     max_tokens: int,
     count_tokens: TokenCounter = char_token_count,
+    profile_share: float = 0.5,
 ) -> str:
     """The ``<memory>`` block: profile, then facts in the given order, within ``max_tokens``.
 
-    Lines that do not fit are skipped (a shorter later line may still fit). Returns "" when there
-    is nothing to say or no room.
+    The profile may use at most ``profile_share`` of the budget when there are facts to show,
+    so long summaries cannot crowd out the facts relevant to this conversation (what the profile
+    leaves unused goes to facts). Lines that do not fit are skipped (a shorter later line may
+    still fit). Returns "" when there is nothing to say or no room.
     """
     if max_tokens <= 0:
         return ""
@@ -159,6 +162,7 @@ def render_memory_block(
         return ""
     body: list[str] = []
     current_heading: str | None = None
+    profile_limit = used + int((max_tokens - used) * profile_share) if facts else max_tokens
     for heading, field, label in _SECTION_LABELS:
         summary = escape_memory_text(memory.section(field).summary)
         if not summary:
@@ -167,7 +171,7 @@ def render_memory_block(
         if heading != current_heading:
             lines.insert(0, f"{heading}:")
         cost = sum(count_tokens(line) + 1 for line in lines)
-        if used + cost > max_tokens:
+        if used + cost > profile_limit:
             continue
         body.extend(lines)
         used += cost

@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from .config import MemoryConfig, default_config_path, load_memory_config
-from .extraction import MemoryExtractor
+from .extraction import ExtractionError, MemoryExtractor
 from .filtering import filter_messages, has_enough_for_update
 from .ids import conversation_key, current_config, resolve_thread_id, resolve_user_id
 from .injection import IndexCache, build_query, render_memory_block, select_facts
@@ -173,7 +173,17 @@ class MemoryMiddleware(AgentMiddleware):
         self._listeners.append(listener)
 
     def _run_job(self, key: SchedulerKey, job: CaptureJob) -> None:
-        outcome = self.updater.run(job)
+        try:
+            outcome = self.updater.run(job)
+        except ExtractionError as exc:
+            # the model answered, but with nothing usable: memory is left as it was
+            logger.error(
+                "memory update for user %r thread %r skipped: %s",
+                job.scope.user_id,
+                job.thread_id,
+                exc,
+            )
+            return
         for listener in list(self._listeners):
             try:
                 listener(job, outcome)

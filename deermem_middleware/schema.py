@@ -67,7 +67,7 @@ FACT_CATEGORIES: Final[tuple[str, ...]] = (
     "correction",
 )
 
-MAX_SUMMARY_CHARS: Final = 1200
+MAX_SUMMARY_CHARS: Final = 800
 MAX_FACT_CHARS: Final = 400
 MAX_FACTS_PER_UPDATE: Final = 20
 MAX_REMOVALS_PER_UPDATE: Final = 20

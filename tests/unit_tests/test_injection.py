@@ -383,3 +383,27 @@ def test_unknown_token_mode_raises() -> None:
     assert make_token_counter("char") is char_token_count
     with pytest.raises(ValueError):
         make_token_counter("words")
+
+
+def test_long_summaries_cannot_crowd_out_facts() -> None:
+    """Six maximal summaries would fill a small budget; the profile gets at most half of it."""
+    from deermem_middleware.schema import MAX_SUMMARY_CHARS, History, Section, UserContext
+
+    long = Section(summary="word " * (MAX_SUMMARY_CHARS // 5))
+    memory = Memory(
+        user=UserContext(workContext=long, personalContext=long, topOfMind=long),
+        history=History(recentMonths=long, earlierContext=long, longTermBackground=long),
+        facts=tuple(
+            Fact(id=f"f{i}", content=f"Relevant fact number {i}", confidence=0.9) for i in range(5)
+        ),
+    )
+    index = FactIndex(memory.facts)
+    picked = select_facts(index, "relevant fact", top_k=5)
+    block = render_memory_block(memory, picked, max_tokens=800, count_tokens=char_token_count)
+    assert char_token_count(block) <= 800
+    assert block.count("Relevant fact number") == 5
+    assert "- Work:" in block  # the profile still gets its share
+    # with no facts to show, the profile may use the whole budget
+    alone = render_memory_block(memory, [], max_tokens=800, count_tokens=char_token_count)
+    labels = ("- Work:", "- Personal:", "- Current Focus:", "- Recent:", "- Earlier:")
+    assert sum(label in alone for label in labels) > sum(label in block for label in labels)

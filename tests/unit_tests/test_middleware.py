@@ -270,3 +270,44 @@ def test_no_argument_constructor_reads_deermem_config(
     quiet = MemoryMiddleware(agent_name="quiet")
     assert not quiet.active
     assert quiet.agent_name == "quiet"
+
+
+def test_pending_update_is_flushed_at_interpreter_exit(tmp_path: Path) -> None:
+    """A process that exits during the debounce still stores its update (bounded atexit flush),
+    through the real ChatOpenAI structured-output path."""
+    import subprocess
+    import sys
+
+    from deermem_middleware import JSONFileStorage, MemoryScope
+
+    script = textwrap.dedent(
+        """
+        import sys
+        from langchain_core.messages import AIMessage, HumanMessage
+        from deermem_middleware import MemoryConfig, MemoryMiddleware
+        from tests.helpers import OpenAIStub, update_json
+
+        stub = OpenAIStub([(200, update_json(facts=[("Remembered at exit", "context", 0.9)]))])
+        config = MemoryConfig(storage_path=sys.argv[1], debounce_seconds=600)
+        mw = MemoryMiddleware(config, model=stub.model())
+        mw.capture(
+            [HumanMessage("I am leaving soon.", id="h1"), AIMessage("Bye!", id="a1")],
+            user_id="u",
+            thread_id="t",
+        )
+        print("exiting with", mw.scheduler.pending(), "pending", flush=True)
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "exiting with 1 pending" in done.stdout
+    assert "cannot schedule new futures" not in done.stderr
+    memory = JSONFileStorage(tmp_path).load(MemoryScope("u")).memory
+    assert [f.content for f in memory.facts] == ["Remembered at exit"]

@@ -1,0 +1,148 @@
+"""End to end against a real model over HTTP: ChatOpenAI -> llama.cpp server -> SmolLM2-135M.
+
+The tiny model's *content* is poor and not asserted; these tests pin the path (structured output
+through a real grammar-constrained server), the bounds, and the whole agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from deermem_middleware import MemoryConfig, MemoryExtractor, MemoryMiddleware
+from deermem_middleware.filtering import Turn
+from deermem_middleware.local_llm import LocalLLMServer
+from deermem_middleware.schema import (
+    FACT_CATEGORIES,
+    MAX_FACT_CHARS,
+    MAX_FACTS_PER_UPDATE,
+    MAX_SUMMARY_CHARS,
+    SECTION_FIELDS,
+    Memory,
+)
+
+TURNS = [
+    Turn("user", "Hi, I'm Maya, a backend engineer at a fintech startup. I write Go.", "t1"),
+    Turn("assistant", "Nice to meet you, Maya! Go is a great fit for backend work.", "t2"),
+    Turn("user", "I prefer short answers with code examples.", "t3"),
+    Turn("assistant", "Understood: short answers with code.", "t4"),
+]
+
+
+class _RequestLog:
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> None:
+        self.bodies.append(json.loads(request.content))
+
+
+def test_extraction_uses_json_schema_and_respects_caps(local_llm: LocalLLMServer) -> None:
+    log = _RequestLog()
+    model = local_llm.chat_model(http_client=httpx.Client(event_hooks={"request": [log]}))
+    result = MemoryExtractor(model).extract(Memory(), TURNS)
+
+    assert result.method == "json_schema"
+    assert result.calls == 1 and len(log.bodies) == 1
+    body = log.bodies[0]
+    assert body["response_format"]["type"] == "json_schema"
+    schema_text = json.dumps(body["response_format"])
+    assert '"maxLength"' in schema_text and '"maxItems"' in schema_text
+    assert body["repeat_penalty"] == 1.1  # local-only sampling option, sent to loopback only
+    assert result.input_tokens > 0 and result.output_tokens > 0
+
+    update = result.update
+    assert len(update.newFacts) <= MAX_FACTS_PER_UPDATE
+    for fact in update.newFacts:
+        assert 0.0 <= fact.confidence <= 1.0
+        assert 0 < len(fact.content) <= MAX_FACT_CHARS
+        assert fact.category in FACT_CATEGORIES
+    for name in SECTION_FIELDS:
+        assert len(update.section(name).summary) <= MAX_SUMMARY_CHARS
+    assert update.factsToRemove == []  # no facts were shown, so the grammar allows no removals
+
+
+class _SystemRecorder(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.systems: list[str] = []
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
+    ) -> None:
+        for batch in messages:
+            self.systems.append("\n".join(str(m.content) for m in batch if m.type == "system"))
+
+
+def _setup(local_llm: LocalLLMServer, tmp_path: Path) -> tuple[MemoryMiddleware, Any, Path]:
+    # threshold 0: whatever the tiny model extracts is stored, so injection has content to show
+    config = MemoryConfig(
+        storage_path=str(tmp_path / "memory"),
+        debounce_seconds=30.0,
+        fact_confidence_threshold=0.0,
+    )
+    middleware = MemoryMiddleware(config, model=local_llm.chat_model())
+    agent = create_agent(
+        local_llm.chat_model(max_tokens=48),
+        [],
+        system_prompt="You are a helpful assistant. Answer in one sentence.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    return middleware, agent, Path(middleware.storage.describe(middleware.scope("maya")))
+
+
+def _check_memory_file(path: Path) -> dict[str, Any]:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["revision"] >= 1
+    assert "t1" not in document["watermarks"]  # watermarks are per thread id
+    assert "thread-1" in document["watermarks"]
+    assert document["facts"] or any(
+        document[group][name]["summary"]
+        for group, names in (
+            ("user", ("workContext", "personalContext", "topOfMind")),
+            ("history", ("recentMonths", "earlierContext", "longTermBackground")),
+        )
+        for name in names
+    ), "the real model produced neither facts nor a summary"
+    return document
+
+
+def test_create_agent_writes_memory_and_injects_it_sync(
+    local_llm: LocalLLMServer, tmp_path: Path
+) -> None:
+    middleware, agent, path = _setup(local_llm, tmp_path)
+    user = {"configurable": {"thread_id": "thread-1", "user_id": "maya"}}
+    agent.invoke({"messages": [HumanMessage(TURNS[0].text)]}, user)
+    assert middleware.flush(timeout=600)
+    _check_memory_file(path)
+
+    recorder = _SystemRecorder()
+    other = {"configurable": {"thread_id": "thread-2", "user_id": "maya"}, "callbacks": [recorder]}
+    result = agent.invoke({"messages": [HumanMessage("What language do I use?")]}, other)
+    assert "<memory>" in recorder.systems[0]
+    persisted = "\n".join(str(m.content) for m in result["messages"])
+    assert "<memory>" not in persisted
+    middleware.close(timeout=600)
+
+
+async def test_create_agent_writes_memory_and_injects_it_async(
+    local_llm: LocalLLMServer, tmp_path: Path
+) -> None:
+    middleware, agent, path = _setup(local_llm, tmp_path)
+    user = {"configurable": {"thread_id": "thread-1", "user_id": "maya"}}
+    await agent.ainvoke({"messages": [HumanMessage(TURNS[0].text)]}, user)
+    assert await middleware.aflush(timeout=600)
+    _check_memory_file(path)
+
+    recorder = _SystemRecorder()
+    other = {"configurable": {"thread_id": "thread-2", "user_id": "maya"}, "callbacks": [recorder]}
+    await agent.ainvoke({"messages": [HumanMessage("What language do I use?")]}, other)
+    assert "<memory>" in recorder.systems[0]
+    await middleware.aclose(timeout=600)
