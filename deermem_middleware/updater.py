@@ -10,6 +10,9 @@ that are already in memory.
 from __future__ import annotations
 
 import logging
+import random
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +72,7 @@ class MemoryUpdater:
         self._clock = clock
         self._id_factory = id_factory
         self._max_conflict_retries = max_conflict_retries
+        self._scope_locks = [threading.Lock() for _ in range(64)]  # striped: bounded memory
 
     def run(self, job: CaptureJob) -> UpdateOutcome:
         scope = job.scope
@@ -115,8 +119,26 @@ class MemoryUpdater:
             len(extraction.rejected),
         )
         last_turn = new[-1].fingerprint
+        # One writer per scope inside this process (extraction above ran unlocked, in parallel):
+        # in-process writers then never conflict, and CAS retries are left for other processes.
+        with self._scope_locks[hash(scope) % len(self._scope_locks)]:
+            return self._apply_and_save(job, new, extraction, last_turn)
+
+    def _apply_and_save(
+        self, job: CaptureJob, new: list[Turn], extraction: ExtractionResult, last_turn: str
+    ) -> UpdateOutcome:
+        scope = job.scope
+        stored = self.storage.load(scope)
         conflicts = 0
         while True:
+            mark = stored.memory.watermarks.get(job.thread_id)
+            if mark is not None and mark.turn == last_turn:
+                logger.info(
+                    "memory thread %r: another writer already applied these turns", job.thread_id
+                )
+                return UpdateOutcome(
+                    "already_applied", stored.revision, len(new), conflicts=conflicts
+                )
             now = self._clock()
             memory, report = apply_update(
                 stored.memory,
@@ -135,16 +157,10 @@ class MemoryUpdater:
                 conflicts += 1
                 if conflicts > self._max_conflict_retries:
                     raise
+                # another process saved first: back off a little (jittered, so competing
+                # writers stop colliding), reload, and re-apply the same update on top of theirs
+                time.sleep(random.uniform(0, min(0.05, 0.002 * 2**conflicts)))
                 stored = self.storage.load(scope)
-                mark = stored.memory.watermarks.get(job.thread_id)
-                if mark is not None and mark.turn == last_turn:
-                    logger.info(
-                        "memory thread %r: another writer already applied these turns",
-                        job.thread_id,
-                    )
-                    return UpdateOutcome(
-                        "already_applied", stored.revision, len(new), conflicts=conflicts
-                    )
         counts = report.summary()
         logger.info(
             "memory applied for user %r agent %r: revision %d, sections=%d added=%d reinforced=%d "

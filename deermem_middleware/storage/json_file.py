@@ -198,9 +198,12 @@ class JSONFileStorage:
     def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
         path = self.path_for(scope)
         with self._locked(path):
-            current, _ = self._read(path)  # raises CorruptedMemoryError: never overwrite silently
+            current, key = self._read(path)  # CorruptedMemoryError: never overwrite silently
             actual = current.revision if current is not None else 0
             if actual != expected_revision:
+                if current is not None:  # what we just read is the freshest: the retry uses it
+                    with self._cache_lock:
+                        self._cache[path] = (key, current)
                 raise RevisionConflict(scope, expected_revision, actual)
             revision = actual + 1
             document: dict[str, Any] = {

@@ -311,3 +311,34 @@ def test_pending_update_is_flushed_at_interpreter_exit(tmp_path: Path) -> None:
     assert "cannot schedule new futures" not in done.stderr
     memory = JSONFileStorage(tmp_path).load(MemoryScope("u")).memory
     assert [f.content for f in memory.facts] == ["Remembered at exit"]
+
+
+def _conversation(n: int, text: str) -> list[Any]:
+    from langchain_core.messages import AIMessage
+
+    messages: list[Any] = []
+    for i in range(n):
+        messages += [HumanMessage(f"{text} ({i})", id=f"h{i}"), AIMessage(f"noted {i}", id=f"a{i}")]
+    return messages
+
+
+def test_burst_of_captures_is_one_extraction_and_threads_are_independent(
+    memory_config: MemoryConfig,
+) -> None:
+    """5 captures of one growing thread -> 1 extraction; 50 threads -> 50 extractions."""
+    extractor = _extractor(GO_FACT)
+    mw = MemoryMiddleware(
+        memory_config.model_copy(update={"debounce_seconds": 30.0}), model=extractor
+    )
+    for turn in range(1, 6):
+        mw.capture(_conversation(turn, "I write Go"), user_id="alice", thread_id="burst")
+    assert mw.flush(timeout=30)
+    assert len(extractor.calls) == 1
+    assert "I write Go (4)" in str(extractor.calls[0][-1].content)  # the newest capture won
+
+    for thread in range(50):
+        mw.capture(_conversation(1, f"thread {thread}"), user_id="alice", thread_id=f"t{thread}")
+    assert mw.flush(timeout=60)
+    assert len(extractor.calls) == 51
+    assert len(mw.get_memory("alice").watermarks) == 51
+    mw.close()
