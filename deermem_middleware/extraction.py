@@ -360,28 +360,26 @@ def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[
     return [s.fact for s in select_facts(FactIndex(facts), query, top_k=max_facts)]
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _memory_for_prompt(memory: Memory, facts: Sequence[Fact]) -> str:
-    sections = {
-        group: {
-            name: memory.section(name).summary for name in names if memory.section(name).summary
-        }
+    """The current memory as compact lines (about half the tokens of indented JSON)."""
+    lines = [
+        f"{group}.{name}: {_one_line(memory.section(name).summary)}"
         for group, names in (("user", USER_FIELDS), ("history", HISTORY_FIELDS))
-    }
-    if not facts and not any(sections.values()):
+        for name in names
+        if memory.section(name).summary
+    ]
+    if facts:
+        lines.append("facts (id | category | confidence | content):")
+        lines.extend(
+            f"- {f.id} | {f.category} | {f.confidence:.2f} | {_one_line(f.content)}" for f in facts
+        )
+    if not lines:
         return "(empty: nothing is known about this user yet)"
-    document = {
-        **{k: v for k, v in sections.items() if v},
-        "facts": [
-            {
-                "id": f.id,
-                "content": f.content,
-                "category": f.category,
-                "confidence": round(f.confidence, 2),
-            }
-            for f in facts
-        ],
-    }
-    return _neutralise_tags(json.dumps(document, ensure_ascii=False, indent=1))
+    return _neutralise_tags("\n".join(lines))
 
 
 def render_extraction_messages(

@@ -164,7 +164,7 @@ class LocalLLMServer:
         gguf: str | os.PathLike[str] | None = None,
         *,
         port: int | None = None,
-        context_size: int = 4096,
+        context_size: int = 8192,
         threads: int | None = None,
         alias: str = BUNDLED_MODEL_ALIAS,
         startup_timeout: float = 120.0,

@@ -1,6 +1,6 @@
 """Memory for a LangChain v1 agent: tell it something in one thread, ask in another.
 
-    python examples/create_agent_memory.py
+python examples/create_agent_memory.py
 """
 
 from __future__ import annotations

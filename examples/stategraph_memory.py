@@ -1,6 +1,6 @@
 """Memory in a hand-built StateGraph: inject node -> model node -> capture node.
 
-    python examples/stategraph_memory.py
+python examples/stategraph_memory.py
 """
 
 from __future__ import annotations

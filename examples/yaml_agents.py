@@ -1,6 +1,6 @@
 """Per-agent memory from a DeerFlow-style config.yaml: on for "researcher", off for "reviewer".
 
-    python examples/yaml_agents.py
+python examples/yaml_agents.py
 """
 
 from __future__ import annotations

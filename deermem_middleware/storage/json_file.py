@@ -1,7 +1,8 @@
 """JSON files on local disk: the embedded default, no server needed.
 
 One file per scope: ``<storage_path>/users/<user>/<agent>.json`` (names percent-encoded so any id
-is a safe file name). Each save
+is a safe file name; very long ids become a prefix plus a hash, and every document records its
+own user and agent ids). Each save
 
 1. takes a per-file lock (a ``threading.Lock`` inside the process, ``flock`` on a ``.lock``
    sidecar across processes),

@@ -1,0 +1,68 @@
+"""Promises about the project itself: public API, README <-> CI, config reference."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import deermem_middleware
+from deermem_middleware import MemoryConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_public_api() -> None:
+    assert sorted(deermem_middleware.__all__) == sorted(
+        [
+            "ConfigError",
+            "CorruptedMemoryError",
+            "ExtractionError",
+            "ExtractionResult",
+            "Fact",
+            "InMemoryStorage",
+            "JSONFileStorage",
+            "Memory",
+            "MemoryConfig",
+            "MemoryExtractor",
+            "MemoryMiddleware",
+            "MemoryNodes",
+            "MemoryScope",
+            "MemoryState",
+            "MemoryStorage",
+            "MemoryUpdate",
+            "ModelConfig",
+            "NewFact",
+            "RevisionConflict",
+            "Section",
+            "__version__",
+            "load_memory_config",
+        ]
+    )
+    for name in deermem_middleware.__all__:
+        assert hasattr(deermem_middleware, name)
+
+
+def _block(marker: str) -> str:
+    match = re.search(rf"<!-- ci:{marker} -->\n```bash\n(.*?)```", README, re.DOTALL)
+    assert match, f"README has no fenced block after <!-- ci:{marker} -->"
+    return match.group(1).strip()
+
+
+def test_readme_carries_the_install_demo_and_test_commands_ci_runs() -> None:
+    assert "deermem local-llm install" in _block("install")
+    assert _block("demo") == "deermem demo"
+    assert _block("test") == "python -m pytest"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "block install" in ci and "block test" in ci
+    assert "DEERMEM_REQUIRE_LLM=1" in ci
+
+
+def test_every_config_key_is_in_the_readme_reference() -> None:
+    for name in MemoryConfig.model_fields:
+        assert f"| `{name}` |" in README, f"config key {name!r} missing from the README table"
+
+
+def test_changelog_has_an_unreleased_section() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "## [Unreleased]" in changelog
