@@ -103,18 +103,8 @@ class MemoryNodes:
         return {self.context_key: self._block(state, config)}
 
     async def _ainject(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        runtime = _runtime()
-        user_id = resolve_user_id(runtime, config or {})
-        mw = self.middleware
-        if not (mw.active and mw.config.injection_enabled):
-            return {self.context_key: ""}
-        messages = _messages(state, self.messages_key)
-        try:
-            block = await asyncio.to_thread(mw.render_memory, messages, user_id=user_id)
-        except Exception as exc:
-            mw.report_injection_error(exc, user_id)
-            block = ""
-        return {self.context_key: block}
+        # storage reads are blocking file I/O: off the event loop (context vars are copied)
+        return {self.context_key: await asyncio.to_thread(self._block, state, config)}
 
     def with_memory(
         self, state: Any, messages: Sequence[BaseMessage] | None = None

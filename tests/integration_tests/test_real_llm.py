@@ -146,3 +146,39 @@ async def test_create_agent_writes_memory_and_injects_it_async(
     await agent.ainvoke({"messages": [HumanMessage("What language do I use?")]}, other)
     assert "<memory>" in recorder.systems[0]
     await middleware.aclose(timeout=600)
+
+
+def test_provider_local_config_starts_and_stops_its_own_server(tmp_path: Path) -> None:
+    """`model: {provider: local}` in YAML: the middleware starts llama-server for extraction and
+    `close()` stops it."""
+    from tests.integration_tests.conftest import require_local_llm
+    from tests.integration_tests.test_local_server import _alive
+
+    require_local_llm()
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        "memory:\n"
+        f"  storage_path: {tmp_path / 'memory'}\n"
+        "  fact_confidence_threshold: 0.0\n"
+        "  model:\n"
+        "    provider: local\n"
+        "    max_tokens: 512\n",
+        encoding="utf-8",
+    )
+    from langchain_core.messages import AIMessage
+
+    middleware = MemoryMiddleware.from_config(config_file)
+    middleware.capture(
+        [HumanMessage(TURNS[0].text, id="h1"), AIMessage(TURNS[1].text, id="a1")],
+        user_id="maya",
+        thread_id="t1",
+    )
+    assert middleware.flush(timeout=600)
+    (server,) = middleware._resources
+    pid = server.pid
+    assert pid is not None and _alive(pid)
+    stored = middleware.storage.load(middleware.scope("maya"))
+    assert stored.revision >= 1
+    assert "t1" in stored.memory.watermarks
+    middleware.close()
+    assert not _alive(pid)
