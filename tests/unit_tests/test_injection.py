@@ -1,4 +1,4 @@
-"""Fact selection and the rendered <memory> block (injection.py), token counting (tokens.py)."""
+"""The rendered <memory> block (injection.py) and token counting (tokens.py)."""
 
 from __future__ import annotations
 
@@ -9,29 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem_middleware import injection
-from deermem_middleware.filtering import Turn
-from deermem_middleware.injection import (
-    FactIndex,
-    IndexCache,
-    ScoredFact,
-    build_query,
-    escape_memory_text,
-    render_memory_block,
-    select_facts,
-)
+from deermem_middleware.injection import escape_memory_text, render_memory_block
 from deermem_middleware.schema import Fact, Memory
+from deermem_middleware.selection import FactSelector, ScoredFact
 from deermem_middleware.tokens import char_token_count, make_token_counter
-
-CONTENTS = [
-    "User prefers dark mode in the code editor",
-    "User has a dog named Biscuit",
-    "User works as a data engineer at Acme Corp",
-    "用户喜欢喝茶",
-    "用户在北京工作",
-    "用户养了一只猫",
-    "User is training for a marathon in October",
-]
 
 
 def make_fact(
@@ -47,11 +28,6 @@ def make_fact(
     )
 
 
-@pytest.fixture
-def index() -> FactIndex:
-    return FactIndex([make_fact(i, c) for i, c in enumerate(CONTENTS)])
-
-
 def scored(*facts: Fact) -> list[ScoredFact]:
     return [ScoredFact(f, 1.0, 1.0) for f in facts]
 
@@ -62,83 +38,6 @@ def profile(**sections: str) -> Memory:
         group = "user" if name in ("workContext", "personalContext", "topOfMind") else "history"
         data[group][name] = {"summary": summary, "updatedAt": "2026-01-01T00:00:00Z"}
     return Memory.from_json_dict(data)
-
-
-# -- selection ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ("What was my dog called again?", "User has a dog named Biscuit"),
-        ("any tips for my marathon training?", "User is training for a marathon in October"),
-        ("Should my editor use a dark theme?", "User prefers dark mode in the code editor"),
-    ],
-)
-def test_relevant_fact_ranks_first(index: FactIndex, query: str, expected: str) -> None:
-    result = select_facts(index, query, top_k=3)
-    assert result[0].fact.content == expected
-    assert result[0].relevance > result[1].relevance
-
-
-def test_cjk_query_finds_cjk_fact(index: FactIndex) -> None:
-    """Character n-grams match Chinese, which has no spaces between words."""
-    result = select_facts(index, "我喜欢喝茶吗", top_k=3)
-    assert result[0].fact.content == "用户喜欢喝茶"
-    assert result[0].relevance > 0
-
-
-@pytest.mark.parametrize("top_k", [0, 1, 3, 7, 50])
-def test_top_k_is_respected(index: FactIndex, top_k: int) -> None:
-    result = select_facts(index, "dog", top_k=top_k)
-    assert len(result) == min(top_k, len(CONTENTS))
-    assert len({r.fact.id for r in result}) == len(result)
-
-
-def test_scores_are_sorted_descending(index: FactIndex) -> None:
-    result = select_facts(index, "data engineer working in Beijing", top_k=7)
-    scores = [r.score for r in result]
-    assert scores == sorted(scores, reverse=True)
-
-
-def test_confidence_weight_matters() -> None:
-    """A relevant but unsure fact vs. an irrelevant certain one: the weights decide."""
-    facts = [
-        make_fact(0, "User has a dog named Biscuit", confidence=0.3),
-        make_fact(1, "User prefers dark mode in the code editor", confidence=1.0),
-        make_fact(2, "User works as a data engineer at Acme Corp", confidence=0.5),
-    ]
-    index = FactIndex(facts)
-    query = "What was my dog called again?"
-    by_relevance = select_facts(index, query, top_k=3, relevance_weight=1, confidence_weight=0)
-    by_confidence = select_facts(index, query, top_k=3, relevance_weight=0, confidence_weight=1)
-    assert by_relevance[0].fact.id == "fact_0000"
-    assert [r.fact.id for r in by_confidence] == ["fact_0001", "fact_0002", "fact_0000"]
-
-
-def test_empty_query_ranks_by_confidence_then_recency() -> None:
-    facts = [
-        make_fact(0, "old and unsure", confidence=0.6),
-        make_fact(1, "sure", confidence=0.95),
-        make_fact(2, "tie older", confidence=0.8, updatedAt="2026-01-02T00:00:00Z"),
-        make_fact(3, "tie newer", confidence=0.8, updatedAt="2026-03-02T00:00:00Z"),
-    ]
-    result = select_facts(FactIndex(facts), "", top_k=4)
-    assert [r.fact.content for r in result] == ["sure", "tie newer", "tie older", "old and unsure"]
-    assert all(r.relevance == 0 for r in result)
-
-
-def test_empty_store_and_tiny_facts_are_fine() -> None:
-    assert select_facts(FactIndex([]), "anything", top_k=5) == []
-    assert len(FactIndex([])) == 0
-    tiny = FactIndex([make_fact(0, "a"), make_fact(1, "b")])  # no 3-gram vocabulary
-    assert len(select_facts(tiny, "a", top_k=5)) == 2
-
-
-def test_build_query_uses_newest_turns() -> None:
-    turns = [Turn("user", f"t{i}", f"fp{i}") for i in range(5)]
-    assert build_query(turns, 2) == "t3\nt4"
-    assert build_query(turns, 10) == "\n".join(f"t{i}" for i in range(5))
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -296,53 +195,6 @@ def test_escape_memory_text_is_one_inert_line(text: str) -> None:
     assert "<" not in escaped and ">" not in escaped
 
 
-# -- index cache -------------------------------------------------------------------------------
-
-
-def test_index_cache_refits_only_when_memory_object_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fits: list[int] = []
-
-    class CountingIndex(FactIndex):
-        def __init__(self, facts: list[Fact]) -> None:
-            fits.append(len(facts))
-            super().__init__(facts)
-
-    monkeypatch.setattr(injection, "FactIndex", CountingIndex)
-    cache = IndexCache()
-    memory = Memory(facts=(make_fact(0, "Likes tea"),))
-    first = cache.get("alice", memory)
-    assert cache.get("alice", memory) is first
-    assert cache.get("alice", memory) is first
-    assert len(fits) == 1
-
-    changed = memory.model_copy(update={"facts": (*memory.facts, make_fact(1, "Owns a cat"))})
-    second = cache.get("alice", changed)
-    assert second is not first
-    assert len(second) == 2
-    assert len(fits) == 2
-
-    equal_but_new = Memory.from_json_dict(changed.to_json_dict())
-    assert cache.get("alice", equal_but_new) is not second  # identity, not equality
-    assert len(fits) == 3
-
-    other = cache.get("bob", memory)
-    assert other is not first and len(fits) == 4
-    cache.clear()
-    assert cache.get("bob", memory) is not other
-
-
-def test_index_cache_evicts_least_recently_used() -> None:
-    cache = IndexCache(maxsize=2)
-    memory = Memory(facts=(make_fact(0, "Likes tea"),))
-    a = cache.get("a", memory)
-    cache.get("b", memory)
-    assert cache.get("a", memory) is a  # refreshes "a"
-    cache.get("c", memory)  # evicts "b"
-    assert cache.get("a", memory) is a
-
-
 # -- token counting ----------------------------------------------------------------------------
 
 
@@ -397,8 +249,7 @@ def test_long_summaries_cannot_crowd_out_facts() -> None:
             Fact(id=f"f{i}", content=f"Relevant fact number {i}", confidence=0.9) for i in range(5)
         ),
     )
-    index = FactIndex(memory.facts)
-    picked = select_facts(index, "relevant fact", top_k=5)
+    picked = FactSelector().select("alice", memory, "relevant fact", top_k=5)
     block = render_memory_block(memory, picked, max_tokens=800, count_tokens=char_token_count)
     assert char_token_count(block) <= 800
     assert block.count("Relevant fact number") == 5
