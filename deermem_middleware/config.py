@@ -146,6 +146,17 @@ class MemoryConfig(BaseModel):
     """Threads running extractions in the background."""
     flush_on_exit_seconds: float | None = Field(default=10.0, ge=0)
     """Bounded flush of pending updates at interpreter exit (None: do not flush)."""
+    journal: bool = True
+    """Record pending captures durably (replayed after a crash; see :mod:`.journal`)."""
+    journal_fsync: bool = False
+    """``fsync`` each journal entry: survives power loss, not only a killed process (slower)."""
+    retry_base_seconds: float = Field(default=2.0, gt=0)
+    """First back-off after a failed extraction call (doubles per failure, with jitter)."""
+    retry_max_seconds: float = Field(default=300.0, gt=0)
+    """Longest back-off between extraction attempts; failed work stays pending meanwhile."""
+    breaker_failures: int = Field(default=3, ge=1)
+    """Consecutive failed extraction calls that open the circuit breaker: no call is made until
+    the back-off ends, however many threads have pending work."""
     agent_name: str | None = None
     """The agent this config was resolved for (scopes the memory document)."""
 
@@ -166,6 +177,9 @@ class MemoryConfig(BaseModel):
         "queue_max_depth",
         "update_workers",
         "flush_on_exit_seconds",
+        "retry_base_seconds",
+        "retry_max_seconds",
+        "breaker_failures",
         mode="before",
     )
     @classmethod

@@ -33,11 +33,19 @@ from .extraction import ExtractionError, MemoryExtractor
 from .filtering import filter_messages, has_enough_for_update
 from .ids import conversation_key, current_config, resolve_thread_id, resolve_user_id
 from .injection import render_memory_block
+from .journal import FileJournal, InMemoryJournal, PendingJournal, job_token
 from .models import build_chat_model, resolve_model
-from .scheduler import DebounceScheduler
+from .retry import CircuitBreaker, describe_failure, is_transient
+from .scheduler import DebounceScheduler, RetryLater
 from .schema import SECTION_FIELDS, Memory
 from .selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
-from .storage.base import DEFAULT_AGENT, CorruptedMemoryError, MemoryScope, MemoryStorage
+from .storage.base import (
+    DEFAULT_AGENT,
+    CorruptedMemoryError,
+    MemoryScope,
+    MemoryStorage,
+    StorageError,
+)
 from .storage.json_file import JSONFileStorage
 from .tokens import make_token_counter
 from .updater import CaptureJob, MemoryUpdater, UpdateOutcome
@@ -117,6 +125,15 @@ class MemoryMiddleware(AgentMiddleware):
         self.updater = MemoryUpdater(self.storage, self._get_extractor, config)
         self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
         self._listeners: list[UpdateListener] = []
+        self.breaker = CircuitBreaker(
+            base_seconds=config.retry_base_seconds,
+            max_seconds=config.retry_max_seconds,
+            threshold=config.breaker_failures,
+        )
+        self.journal: PendingJournal | None = self._make_journal() if config.journal else None
+        self._waiting_for_model: list[CaptureJob] = []
+        if self.journal is not None and config.enabled:
+            self.recover()
 
     # -- construction helpers ----------------------------------------------------------------
 
@@ -143,6 +160,51 @@ class MemoryMiddleware(AgentMiddleware):
     def active(self) -> bool:
         """False when memory is disabled for this agent: it neither injects nor captures."""
         return self.config.enabled
+
+    def _make_journal(self) -> PendingJournal:
+        storage_journal = getattr(self.storage, "journal", None)
+        if storage_journal is not None and not callable(storage_journal):
+            return storage_journal
+        if isinstance(self.storage, JSONFileStorage):
+            return FileJournal(self.storage.root / "pending", fsync=self.config.journal_fsync)
+        return InMemoryJournal()
+
+    def recover(self, orphan_after_seconds: float | None = None) -> int:
+        """Queue the pending captures that a crashed process left in the journal; returns how many.
+
+        Runs at construction. Entries of live processes on this machine are left to them;
+        entries from other machines are taken over once older than ``orphan_after_seconds``
+        (default: ten minutes, or four times ``max_wait_seconds`` if longer). Nothing is applied
+        twice: turns already stored are recognised by the thread's watermark.
+        """
+        if self.journal is None:
+            return 0
+        if orphan_after_seconds is None:
+            orphan_after_seconds = max(600.0, 4 * (self.config.max_wait_seconds or 0.0))
+        try:
+            entries = self.journal.entries()
+        except Exception:
+            logger.exception("reading the pending-update journal failed; nothing replayed")
+            return 0
+        replayed = 0
+        for entry in entries:
+            if entry.scope.agent_name != self.agent_name:
+                continue  # another agent's middleware replays its own (its model, its config)
+            if not entry.owner_is_gone(orphan_after_seconds):
+                continue
+            job = CaptureJob(entry.scope, entry.thread_id, entry.turns)
+            try:
+                self.journal.put(job.scope, job.thread_id, job.turns)  # now ours
+            except Exception:
+                logger.exception("taking over journal entry of thread %r failed", job.thread_id)
+                continue
+            self.scheduler.submit((job.scope, job.thread_id), job)
+            replayed += 1
+        if replayed:
+            logger.warning(
+                "memory: replaying %d pending update(s) left by a process that stopped", replayed
+            )
+        return replayed
 
     # -- the extraction model ----------------------------------------------------------------
 
@@ -185,17 +247,56 @@ class MemoryMiddleware(AgentMiddleware):
         self._listeners.append(listener)
 
     def _run_job(self, key: SchedulerKey, job: CaptureJob) -> None:
+        wait = self.breaker.blocked_for()
+        if wait > 0:
+            # the endpoint failed repeatedly: no call until the back-off ends; work stays pending
+            raise RetryLater(wait, "circuit breaker open")
         try:
             outcome = self.updater.run(job)
         except ExtractionError as exc:
-            # the model answered, but with nothing usable: memory is left as it was
+            # the model answered, but with nothing usable: memory is left as it was; the turns
+            # stay below the watermark, so the thread's next capture offers them again
+            self.breaker.record_success()
             logger.error(
                 "memory update for user %r thread %r skipped: %s",
                 job.scope.user_id,
                 job.thread_id,
                 exc,
             )
+            self._journal_done(job)
             return
+        except StorageError as exc:
+            # not the endpoint's fault: no breaker; the work stays pending and is retried
+            delay = self.config.retry_base_seconds * 5
+            logger.error(
+                "memory update for user %r thread %r could not be stored (%s); kept pending, "
+                "next try in %.0fs",
+                job.scope.user_id,
+                job.thread_id,
+                exc,
+                delay,
+            )
+            raise RetryLater(delay, str(exc)) from exc
+        except Exception as exc:
+            delay = self.breaker.record_failure()
+            logger.warning(
+                "memory update for user %r thread %r failed (%s; %d consecutive failure(s)); "
+                "kept pending, next try in %.1fs%s",
+                job.scope.user_id,
+                job.thread_id,
+                describe_failure(exc),
+                self.breaker.failures,
+                delay,
+                " (circuit breaker open)" if self.breaker.is_open else "",
+                exc_info=None if is_transient(exc) else exc,
+            )
+            raise RetryLater(delay, describe_failure(exc)) from exc
+        self.breaker.record_success()
+        if outcome.status == "no_model":
+            with self._extractor_lock:
+                self._waiting_for_model.append(job)  # retried when a model becomes known
+        else:
+            self._journal_done(job)
         if outcome.status == "applied":
             self._warm(job.scope)
         for listener in list(self._listeners):
@@ -203,6 +304,14 @@ class MemoryMiddleware(AgentMiddleware):
                 listener(job, outcome)
             except Exception:
                 logger.exception("memory update listener %r failed", listener)
+
+    def _journal_done(self, job: CaptureJob) -> None:
+        if self.journal is None:
+            return
+        try:
+            self.journal.done(job.scope, job.thread_id, job_token(job.turns))
+        except Exception:
+            logger.exception("clearing the journal entry of thread %r failed", job.thread_id)
 
     def _warm(self, scope: MemoryScope) -> None:
         """Index the new revision now, on the worker thread, so the next model call finds it
@@ -218,6 +327,13 @@ class MemoryMiddleware(AgentMiddleware):
         you expect, so their first model call selects with every channel."""
         scope = self.scope(user_id, agent_name)
         self.selector.prepare(scope, self.storage.load(scope).memory)
+
+    def _resubmit_waiting(self) -> None:
+        """Captures that found no extraction model run now that the agent's model is known."""
+        with self._extractor_lock:
+            waiting, self._waiting_for_model = self._waiting_for_model, []
+        for job in waiting:
+            self.scheduler.submit((job.scope, job.thread_id), job)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run every pending update now and wait; True when all finished within ``timeout``."""
@@ -312,7 +428,13 @@ class MemoryMiddleware(AgentMiddleware):
             return False
         thread = thread_id or conversation_key(turns)
         scope = self.scope(user_id, agent_name)
-        self.scheduler.submit((scope, thread), CaptureJob(scope, thread, tuple(turns)))
+        job = CaptureJob(scope, thread, tuple(turns))
+        if self.journal is not None:
+            try:
+                self.journal.put(scope, thread, job.turns)
+            except Exception:  # a full disk must not stop the agent; the capture still runs
+                logger.exception("journaling the capture of thread %r failed", thread)
+        self.scheduler.submit((scope, thread), job)
         logger.debug(
             "memory capture: user %r thread %r, %d turn(s) queued",
             scope.user_id,
@@ -352,6 +474,7 @@ class MemoryMiddleware(AgentMiddleware):
     def _wants_injection(self, request: ModelRequest) -> bool:
         if self._agent_model is None and isinstance(request.model, BaseChatModel):
             self._agent_model = request.model
+            self._resubmit_waiting()
         return self.active and self.config.injection_enabled
 
     def wrap_model_call(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["DebounceScheduler", "DebounceTable", "SchedulerStats"]
+__all__ = ["DebounceScheduler", "DebounceTable", "RetryLater", "SchedulerStats"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,21 @@ class _Entry(Generic[P]):
     first: float
     last: float
     seq: int
+    not_before: float = float("-inf")
+    """Retry back-off: the entry is not handed out before this time, even by a flush."""
+
+
+class RetryLater(Exception):
+    """Raised by a handler: keep this key's work pending and try again in ``delay`` seconds.
+
+    A newer submit of the key replaces the payload but keeps the back-off, so a failing endpoint
+    is not hammered by every new turn.
+    """
+
+    def __init__(self, delay: float, reason: str = "") -> None:
+        super().__init__(reason or f"retry in {delay:.1f}s")
+        self.delay = max(0.0, delay)
+        self.reason = reason
 
 
 class DebounceTable(Generic[K, P]):
@@ -83,10 +98,13 @@ class DebounceTable(Generic[K, P]):
         deadline = entry.last + self.debounce
         if self.max_wait is not None:
             deadline = min(deadline, entry.first + self.max_wait)
-        return deadline
+        return max(deadline, entry.not_before)
 
-    def submit(self, key: K, payload: P, now: float) -> bool:
-        """Record ``payload`` as the pending work of ``key``; True when it replaced older work."""
+    def submit(self, key: K, payload: P, now: float, *, not_before: float | None = None) -> bool:
+        """Record ``payload`` as the pending work of ``key``; True when it replaced older work.
+
+        ``not_before`` defers the key (retry back-off); a later submit keeps the deferral.
+        """
         seq = next(self._seq)
         entry = self._entries.get(key)
         replaced = entry is not None
@@ -95,8 +113,24 @@ class DebounceTable(Generic[K, P]):
             self._entries[key] = entry
         else:
             entry.payload, entry.last, entry.seq = payload, now, seq
+        if not_before is not None:
+            entry.not_before = max(entry.not_before, not_before)
         heapq.heappush(self._heap, (self.deadline_of(entry), seq, key))
         return replaced
+
+    def defer(self, key: K, payload: P, now: float, not_before: float) -> None:
+        """Back off ``key`` until ``not_before``; its pending payload, if newer, is kept."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.submit(key, payload, now, not_before=not_before)
+            return
+        entry.not_before = max(entry.not_before, not_before)
+        entry.seq = next(self._seq)
+        heapq.heappush(self._heap, (self.deadline_of(entry), entry.seq, key))
+
+    def deferred(self, now: float) -> int:
+        """Keys backed off beyond ``now`` (a flush does not run them)."""
+        return sum(1 for e in self._entries.values() if e.not_before > now)
 
     def reschedule(self, key: K) -> None:
         """Give ``key`` a live deadline again (after :meth:`pop_due` skipped it as busy).
@@ -135,9 +169,16 @@ class DebounceTable(Generic[K, P]):
             due.append((key, entry.payload, entry.first))
         return due
 
-    def pop_all(self, *, busy: set[K] | frozenset[K] = frozenset()) -> list[tuple[K, P, float]]:
-        """Pop every pending key not in ``busy`` regardless of deadlines (flush)."""
-        out = [(k, e.payload, e.first) for k, e in self._entries.items() if k not in busy]
+    def pop_all(
+        self, *, busy: set[K] | frozenset[K] = frozenset(), now: float = float("inf")
+    ) -> list[tuple[K, P, float]]:
+        """Pop every pending key not in ``busy`` regardless of debounce deadlines (flush) — but
+        not keys backed off beyond ``now``."""
+        out = [
+            (k, e.payload, e.first)
+            for k, e in self._entries.items()
+            if k not in busy and e.not_before <= now
+        ]
         for key, _, _ in out:
             del self._entries[key]
         self._heap = [item for item in self._heap if item[2] in self._entries]
@@ -151,9 +192,11 @@ class DebounceTable(Generic[K, P]):
         threads are pending at once."""
         if count <= 0:
             return []
-        oldest = sorted((e.first, e.seq, k) for k, e in self._entries.items() if k not in busy)[
-            :count
-        ]
+        oldest = sorted(
+            (e.first, e.seq, k)
+            for k, e in self._entries.items()
+            if k not in busy and e.not_before == float("-inf")  # back-off is not pressure relief
+        )[:count]
         out = []
         for _, _, key in oldest:
             entry = self._entries.pop(key)
@@ -179,6 +222,8 @@ class SchedulerStats:
     dispatched: int = 0
     completed: int = 0
     failed: int = 0
+    retried: int = 0
+    """Runs that asked to be retried later (:class:`RetryLater`)."""
     max_delay_seconds: float = 0.0
     """Longest time from a key's first pending submit to the start of its run."""
 
@@ -259,7 +304,11 @@ class DebounceScheduler(Generic[K, P]):
         return len(keys)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Run everything pending now and wait for it; True when all of it finished in time."""
+        """Run everything pending now and wait for it; True when all of it finished in time.
+
+        Work backed off by :class:`RetryLater` is not forced (the endpoint is failing): a flush
+        that leaves such work pending returns False at once instead of spinning.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._flushing += 1
@@ -270,7 +319,7 @@ class DebounceScheduler(Generic[K, P]):
                     if remaining is not None and remaining <= 0:
                         return False
                     self._cond.wait(remaining)
-                return True
+                return not self._table.deferred(self._clock())
             finally:
                 self._flushing -= 1
 
@@ -300,7 +349,10 @@ class DebounceScheduler(Generic[K, P]):
     # -- internals --------------------------------------------------------------------------
 
     def _busy_locked(self) -> bool:
-        return bool(self._table or self._inbox or self._queued or self._running)
+        """Work a flush must wait for: anything but keys backed off into the future."""
+        if self._inbox or self._queued or self._running:
+            return True
+        return len(self._table) > self._table.deferred(self._clock())
 
     def _timer_loop(self) -> None:
         with self._cond:
@@ -311,7 +363,7 @@ class DebounceScheduler(Generic[K, P]):
                     if self._table.submit(key, payload, at):
                         self.stats.replaced += 1
                 if self._flushing:
-                    due = self._table.pop_all(busy=self._running)
+                    due = self._table.pop_all(busy=self._running, now=now)
                 else:
                     due = self._table.pop_due(now, busy=self._running)
                     if self._max_pending is not None and len(self._table) > self._max_pending:
@@ -323,7 +375,7 @@ class DebounceScheduler(Generic[K, P]):
                     self.stats.dispatched += 1
                     self.stats.max_delay_seconds = max(self.stats.max_delay_seconds, now - first)
                     self._work.put((key, payload))
-                if self._flushing and self._table:
+                if self._flushing and len(self._table) > self._table.deferred(now):
                     timeout: float | None = None  # only busy keys left: wait for a worker
                 else:
                     next_deadline = self._table.next_deadline()
@@ -339,14 +391,26 @@ class DebounceScheduler(Generic[K, P]):
             with self._cond:
                 self._queued -= 1
             ok = True
+            retry: RetryLater | None = None
             try:
                 self._handler(key, payload)
+            except RetryLater as exc:
+                retry = exc
             except BaseException:  # one failing job never stops the worker
                 ok = False
                 logger.exception("memory update for %r failed", key)
             with self._cond:
                 self._running.discard(key)
-                if ok:
+                if retry is not None:
+                    self.stats.retried += 1
+                    now = self._clock()
+                    # a newer submit may be in the inbox: merge first so it is the one kept
+                    while self._inbox:
+                        k, p, at = self._inbox.popleft()
+                        if self._table.submit(k, p, at):
+                            self.stats.replaced += 1
+                    self._table.defer(key, payload, now, now + retry.delay)
+                elif ok:
                     self.stats.completed += 1
                 else:
                     self.stats.failed += 1

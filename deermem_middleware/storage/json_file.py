@@ -12,8 +12,13 @@ own user and agent ids). Each save
    a torn one.
 
 Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size); documents are frozen
-models, so the cached object is shared safely. A file that fails to parse or validate raises
-:class:`CorruptedMemoryError` naming the path — and ``save`` refuses to replace it.
+models, so the cached object is shared safely.
+
+A file that fails to parse or validate is never overwritten. By default
+(``on_corruption="quarantine"``) it is renamed aside to ``<name>.corrupted-<UTC time>`` in the same
+folder — kept for a person to inspect or restore — an error naming both paths is logged, and the
+user starts from an empty memory instead of losing every future update. With
+``on_corruption="raise"`` it stays in place and every read raises :class:`CorruptedMemoryError`.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ import re
 import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -101,9 +107,20 @@ def _file_key(stat: os.stat_result) -> tuple[int, int, int, int]:
 class JSONFileStorage:
     """Memory documents as JSON files under ``root`` (see the module docstring)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        on_corruption: Literal["quarantine", "raise"] = "quarantine",
+    ) -> None:
+        if on_corruption not in ("quarantine", "raise"):
+            raise ValueError(
+                f"on_corruption must be 'quarantine' or 'raise', got {on_corruption!r}"
+            )
         self.root = Path(root).expanduser()
         self._fsync = fsync
+        self.on_corruption = on_corruption
         self._cache: dict[Path, tuple[tuple[int, int, int, int], StoredMemory]] = {}
         self._cache_lock = threading.Lock()
         self._path_locks: dict[Path, threading.Lock] = {}
@@ -131,7 +148,13 @@ class JSONFileStorage:
             cached = self._cache.get(path)
         if cached is not None and cached[0] == key:
             return cached[1]
-        stored, key = self._read(path)
+        try:
+            stored, key = self._read(path)
+        except CorruptedMemoryError:
+            if self.on_corruption == "raise":
+                raise
+            with self._locked(path):
+                stored, key = self._read_or_quarantine(path, scope)
         if stored is None:
             return StoredMemory(Memory(), 0)
         with self._cache_lock:
@@ -146,6 +169,32 @@ class JSONFileStorage:
         except FileNotFoundError:
             return None, (0, 0, 0, 0)
         return self._parse(path, raw), key
+
+    def _read_or_quarantine(
+        self, path: Path, scope: MemoryScope
+    ) -> tuple[StoredMemory | None, tuple[int, int, int, int]]:
+        """Under the file lock: read, and move a corrupted document aside (see module doc)."""
+        try:
+            return self._read(path)
+        except CorruptedMemoryError as exc:
+            if self.on_corruption == "raise":
+                raise
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+            aside = path.with_name(f"{path.name}.corrupted-{stamp}")
+            os.replace(path, aside)
+            if self._fsync:
+                self._fsync_dir(path.parent)
+            with self._cache_lock:
+                self._cache.pop(path, None)
+            logger.error(
+                "memory of user %r / agent %r: %s; it was moved aside to %s (kept for inspection) "
+                "and the user starts from an empty memory",
+                scope.user_id,
+                scope.agent_name,
+                exc.reason,
+                aside,
+            )
+            return None, (0, 0, 0, 0)
 
     @staticmethod
     def _parse(path: Path, raw: bytes) -> StoredMemory:
@@ -199,7 +248,7 @@ class JSONFileStorage:
     def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
         path = self.path_for(scope)
         with self._locked(path):
-            current, key = self._read(path)  # CorruptedMemoryError: never overwrite silently
+            current, key = self._read_or_quarantine(path, scope)  # never overwrites a bad file
             actual = current.revision if current is not None else 0
             if actual != expected_revision:
                 if current is not None:  # what we just read is the freshest: the retry uses it

@@ -17,6 +17,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
+from deermem_middleware.storage import JSONFileStorage
 from tests.helpers import RecordingAgentModel, ScriptedChatModel, system_text, update_json
 
 GO_FACT = "The user writes backend services in Go"
@@ -189,9 +190,23 @@ def test_corrupted_memory_file_never_breaks_the_agent(
     assert result["messages"][-1].content.startswith("answer")
     assert "<memory>" not in system_text(model.seen[-1])
     assert any(str(path) in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
-    mw.flush(timeout=10)
-    assert path.read_text(encoding="utf-8") == "{ not json"  # never overwritten
+    assert mw.flush(timeout=10)
+    asides = list(path.parent.glob(f"{path.name}.corrupted-*"))
+    assert [a.read_text(encoding="utf-8") for a in asides] == ["{ not json"]  # kept aside
+    assert mw.get_memory("alice").facts  # and memory works again from empty
     mw.close()
+
+    strict = MemoryMiddleware(
+        memory_config,
+        model=_extractor(GO_FACT),
+        storage=JSONFileStorage(memory_config.storage_path, on_corruption="raise"),
+    )
+    path.write_text("{ broken again", encoding="utf-8")
+    model = RecordingAgentModel()
+    _agent(strict, model).invoke({"messages": [HumanMessage("Hi, I write Go.")]}, _cfg("B"))
+    assert "<memory>" not in system_text(model.seen[-1])
+    strict.close(timeout=1)
+    assert path.read_text(encoding="utf-8") == "{ broken again"  # "raise": never touched
 
 
 def test_injection_disabled_still_captures(memory_config: MemoryConfig) -> None:

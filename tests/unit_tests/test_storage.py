@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from pathlib import Path
 
@@ -241,7 +242,38 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("raw", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
-def test_corrupted_file_raises_and_is_never_overwritten(files: JSONFileStorage, raw: bytes) -> None:
+def test_corrupted_file_is_quarantined_not_overwritten(
+    files: JSONFileStorage, raw: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = files.path_for(SCOPE)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(raw)
+    with caplog.at_level(logging.ERROR):
+        stored = files.load(SCOPE)
+    assert stored.revision == 0 and stored.memory == Memory()
+    asides = list(path.parent.glob(f"{path.name}.corrupted-*"))
+    assert len(asides) == 1 and asides[0].read_bytes() == raw  # kept, byte for byte
+    assert not path.exists()
+    message = next(r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+    assert str(asides[0]) in message and "empty memory" in message
+    assert files.save(SCOPE, _memory("fresh start"), 0) == 1
+    assert files.load(SCOPE).memory.facts[0].content == "fresh start"
+    assert files.list_scopes() == [SCOPE]  # the quarantined copy is not a document
+
+
+def test_corrupted_file_found_by_a_writer_is_quarantined(files: JSONFileStorage) -> None:
+    path = files.path_for(SCOPE)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"{ torn")
+    with pytest.raises(RevisionConflict):
+        files.save(SCOPE, _memory("stale writer"), 4)  # its revision no longer exists
+    assert [p.read_bytes() for p in path.parent.glob("*.corrupted-*")] == [b"{ torn"]
+    assert files.save(SCOPE, _memory("after reload"), 0) == 1
+
+
+@pytest.mark.parametrize("raw", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
+def test_corrupted_file_raises_and_is_never_overwritten(tmp_path: Path, raw: bytes) -> None:
+    files = JSONFileStorage(tmp_path / "store", on_corruption="raise")
     path = files.path_for(SCOPE)
     path.parent.mkdir(parents=True)
     path.write_bytes(raw)
