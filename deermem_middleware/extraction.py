@@ -30,7 +30,6 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableSequence
-from langchain_core.utils.json import parse_partial_json
 from pydantic import ValidationError
 
 from .filtering import Turn, message_text
@@ -52,6 +51,7 @@ from .schema import (
 )
 
 __all__ = [
+    "MAX_LISTED_REJECTIONS",
     "ExtractionError",
     "ExtractionResult",
     "MemoryExtractor",
@@ -187,7 +187,21 @@ def update_json_schema(
 
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|\Z)", re.DOTALL)
+_OBJECT_START = re.compile(r'\{\s*["}]')
+"""Where a JSON object can begin: ``{"`` or ``{}``. Prose braces (``{maybe}``) are not tried."""
+_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}\[\]]', re.DOTALL)
+"""A JSON string (possibly unterminated) or a bracket: strings are skipped whole, in C."""
 
+_MAX_OBJECT_STARTS = 64
+"""Object starts tried from each end of an answer. Each failed decode costs time proportional to
+its offset, so trying every ``{`` of a hostile megabyte of braces took minutes."""
+_MAX_PARTIAL_CHARS = 256_000
+"""How much of a truncated answer is completed. A whole legitimate update is about 20,000
+characters; anything past this is noise a small model produced until its token limit."""
+_MAX_CUTS = 200
+_MAX_DEPTH = 32
+"""An update nests four levels deep; past this a prefix holds nothing usable (and the decoder
+would give up near a thousand levels anyway)."""
 
 _UPDATE_KEYS = frozenset({"user", "history", "newFacts", "factsToRemove"})
 
@@ -196,21 +210,61 @@ def _looks_like_update(value: Any) -> bool:
     return isinstance(value, dict) and not _UPDATE_KEYS.isdisjoint(value)
 
 
+def _loads(text: str) -> Any:
+    """``json.loads`` that fails with ``ValueError`` only: a deeply nested answer makes the
+    decoder raise ``RecursionError``, which must count as "not JSON", not crash the worker."""
+    try:
+        return json.loads(text, strict=False)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def _complete_items(text: str) -> dict[str, Any] | None:
     """The longest prefix of a truncated object that ends at a closing brace, completed.
 
     Cutting at a ``}`` keeps only items the model finished writing: a half-written fact or summary
-    at the end of a truncated answer is dropped, not stored with made-up defaults.
+    at the end of a truncated answer is dropped, not stored with made-up defaults. One linear scan
+    finds the braces outside strings and what each prefix needs closed; a failed decode at offset
+    ``p`` rules out every longer prefix too (it holds the same error), so few decodes are tried.
     """
-    ends = [m.end() for m in re.finditer(r"\}", text)]
-    for end in reversed(ends[-200:]):
+    text = text[:_MAX_PARTIAL_CHARS]
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []
+    for match in _STRUCTURE.finditer(text):
+        token = match.group()
+        if token == "{" or token == "[":
+            stack.append("}" if token == "{" else "]")
+            if len(stack) > _MAX_DEPTH:
+                break  # garbage nested thousands deep: keep the complete items before it
+        elif token == "}" or token == "]":
+            if not stack or stack[-1] != token:
+                break  # mismatched bracket: no longer prefix can parse
+            stack.pop()
+            if token == "}":
+                cuts.append((match.end(), "".join(reversed(stack))))
+            if not stack:
+                break  # the object is closed: what follows is not part of it
+    limit = len(text)
+    for end, closers in reversed(cuts[-_MAX_CUTS:]):
+        if end > limit:
+            continue
         try:
-            value = parse_partial_json(text[:end])
-        except (json.JSONDecodeError, ValueError):
+            value = _loads(text[:end] + closers)
+        except json.JSONDecodeError as exc:
+            limit = min(limit, exc.pos)
+            continue
+        except ValueError:
             continue
         if _looks_like_update(value):
             return value
     return None
+
+
+def _bounded(items: list[int], limit: int) -> list[int]:
+    """The first and the last ``limit`` items (the answer is near one end of the text)."""
+    if len(items) <= 2 * limit:
+        return items
+    return items[:limit] + items[-limit:]
 
 
 def parse_json_text(text: str) -> Any:
@@ -218,26 +272,28 @@ def parse_json_text(text: str) -> Any:
 
     Tries, in order: the whole text; fenced blocks; the first decodable ``{...}`` that has update
     keys (an inner object of a truncated answer must not pass for the answer); a truncated object
-    cut back to its last complete item. Raises :class:`ExtractionError` when none works.
+    cut back to its last complete item. Raises :class:`ExtractionError` when none works. The work
+    is bounded whatever the text (a megabyte of braces, brackets nested thousands deep).
     """
     cleaned = _THINK.sub("", text).strip()
     candidates = [cleaned]
     candidates.extend(m.group(1).strip() for m in _FENCE.finditer(cleaned))
     for candidate in candidates:
         try:
-            return json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
+            return _loads(candidate)
+        except ValueError:
             pass
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", cleaned):
+    decoder = json.JSONDecoder(strict=False)
+    starts = [m.start() for m in _OBJECT_START.finditer(cleaned)]
+    for start in _bounded(starts, _MAX_OBJECT_STARTS):
         try:
-            value, _ = decoder.raw_decode(cleaned, match.start())
-        except json.JSONDecodeError:
+            value, _ = decoder.raw_decode(cleaned, start)
+        except (ValueError, RecursionError):
             continue
         if _looks_like_update(value):
             return value
-    for match in list(re.finditer(r"\{", cleaned))[:5]:  # the answer starts early; bound the work
-        value = _complete_items(cleaned[match.start() :])
+    for start in starts[:5]:  # the answer starts early; bound the work
+        value = _complete_items(cleaned[start:])
         if value is not None:
             logger.warning("extraction answer was truncated JSON; using the complete items only")
             return value
@@ -251,10 +307,16 @@ def _error_text(exc: ValidationError) -> str:
     )
 
 
+MAX_LISTED_REJECTIONS = 50
+"""Rejections named one by one per update; the rest are counted in one last entry, so an answer
+with thousands of bad items cannot flood the log."""
+
+
 def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
     """Validate each part of a raw answer on its own; return the update and the rejections.
 
-    Rejections are also logged (warning), each naming the field and the reason.
+    Rejections are also logged (warning), each naming the field and the reason; past
+    :data:`MAX_LISTED_REJECTIONS` they are counted in one final ``more: ...`` entry.
     """
     if not isinstance(data, Mapping):
         raise ExtractionError(f"the model's answer is a {type(data).__name__}, not a JSON object")
@@ -264,8 +326,14 @@ def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
             f"factsToRemove); keys: {sorted(map(str, data))[:10]}"
         )
     rejected: list[str] = []
+    unlisted = 0
 
     def reject(where: str, why: str) -> None:
+        # a hostile answer can hold thousands of bad items: name the first ones, count the rest
+        nonlocal unlisted
+        if len(rejected) >= MAX_LISTED_REJECTIONS:
+            unlisted += 1
+            return
         rejected.append(f"{where}: {why}")
         logger.warning("memory update item rejected: %s: %s", where, why)
 
@@ -327,6 +395,10 @@ def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
         if raw.strip() not in removals:
             removals.append(raw.strip())
 
+    if unlisted:
+        why = f"{unlisted} further item(s) rejected, not listed one by one"
+        rejected.append(f"more: {why}")
+        logger.warning("memory update item rejected: more: %s", why)
     update = MemoryUpdate(
         user=UserUpdate(**groups["user"]),
         history=HistoryUpdate(**groups["history"]),
@@ -340,12 +412,28 @@ def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
 # Prompt
 # ------------------------------------------------------------------------------------------------
 
-_DATA_TAG = re.compile(r"<(/?)(conversation|current_memory)", re.IGNORECASE)
+_INVISIBLE = r"[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]*"
+
+
+def _spelled(word: str) -> str:
+    """``word`` in any case, in ASCII or fullwidth letters, with invisible characters anywhere
+    inside: a model reads ``</conv\u200bersation>`` or a fullwidth ``＜/ｃｏｎｖ…＞`` as the tag."""
+    chars = []
+    for char in word:
+        variants = {char, char.upper(), chr(ord(char) + 0xFEE0), chr(ord(char.upper()) + 0xFEE0)}
+        chars.append("[" + "".join(sorted(re.escape(v) for v in variants)) + "]")
+    return _INVISIBLE.join(chars)
+
+
+_DATA_TAG = re.compile(
+    rf"[<＜﹤]{_INVISIBLE}\s*[/／]?{_INVISIBLE}\s*"
+    rf"(?:{_spelled('conversation')}|{_spelled('current_memory')})"
+)
 
 
 def _neutralise_tags(text: str) -> str:
-    """Conversation text cannot close the data blocks it is placed in."""
-    return _DATA_TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
+    """Conversation text cannot close (or reopen) the data blocks it is placed in."""
+    return _DATA_TAG.sub(lambda m: "&lt;" + m.group(0)[1:], text)
 
 
 def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[Fact]:

@@ -29,7 +29,12 @@ _EDGE_PUNCT = re.compile(r"^[\s\W_]+|[\s\W_]+$", re.UNICODE)
 
 
 def normalize_fact_text(text: str) -> str:
-    """The comparison key of a fact: NFKC, casefolded, single-spaced, no edge punctuation."""
+    """The comparison key of a fact: NFKC, casefolded, single-spaced, no edge punctuation.
+
+    Format characters (zero-width spaces and joiners, direction marks) are dropped too: a model
+    echoing a known fact with one of them inside must reinforce it, not add an invisible twin.
+    """
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     folded = unicodedata.normalize("NFKC", text).casefold()
     folded = _SPACE.sub(" ", folded).strip()
     stripped = _EDGE_PUNCT.sub("", folded)

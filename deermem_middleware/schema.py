@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 import secrets
+import unicodedata
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
@@ -49,6 +50,7 @@ __all__ = [
     "UserUpdate",
     "Watermark",
     "coerce_confidence",
+    "is_invisible",
     "new_fact_id",
     "utc_now_iso",
 ]
@@ -132,12 +134,34 @@ def coerce_confidence(value: Any) -> float:
     return min(1.0, max(0.0, number))
 
 
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def is_invisible(text: str) -> bool:
+    """True when nothing in ``text`` would show: whitespace, control and format characters only
+    (zero-width spaces and joiners, direction marks). Such a fact or summary is blank."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+
+
+def _clean_text(value: Any) -> Any:
+    """Replace lone surrogates (JSON ``"\\ud800"`` decodes to one) with U+FFFD: they cannot be
+    encoded as UTF-8, so one of them would make saving the whole update fail."""
+    if isinstance(value, str) and _LONE_SURROGATE.search(value):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    return value
+
+
 def _truncate(limit: int) -> BeforeValidator:
-    """Cut over-long strings instead of rejecting them (keeps the useful head)."""
+    """Cut over-long strings instead of rejecting them (keeps the useful head).
+
+    A head with nothing visible becomes "" rather than a lone "…", so ten thousand spaces or
+    zero-width characters are treated as blank, not stored as a fact.
+    """
 
     def cut(value: Any) -> Any:
         if isinstance(value, str) and len(value) > limit:
-            return value[: limit - 1].rstrip() + "…"
+            head = value[: limit - 1].rstrip()
+            return "" if is_invisible(head) else head + "…"
         return value
 
     return BeforeValidator(cut)
@@ -291,14 +315,28 @@ class SectionUpdate(BaseModel):
     model_config = _LLM
 
     shouldUpdate: bool = False
-    summary: Annotated[str, _truncate(MAX_SUMMARY_CHARS), Field(max_length=MAX_SUMMARY_CHARS)] = ""
+    summary: Annotated[
+        str,
+        _truncate(MAX_SUMMARY_CHARS),
+        BeforeValidator(_clean_text),
+        Field(max_length=MAX_SUMMARY_CHARS),
+    ] = ""
+
+    @field_validator("summary", mode="after")
+    @classmethod
+    def _blank_if_invisible(cls, value: str) -> str:
+        # only zero-width or control characters: nothing to store (the section is then kept)
+        return "" if is_invisible(value) else value
 
 
 class NewFact(BaseModel):
     model_config = _LLM
 
     content: Annotated[
-        str, _truncate(MAX_FACT_CHARS), Field(min_length=1, max_length=MAX_FACT_CHARS)
+        str,
+        _truncate(MAX_FACT_CHARS),
+        BeforeValidator(_clean_text),
+        Field(min_length=1, max_length=MAX_FACT_CHARS),
     ]
     category: Annotated[FactCategory, BeforeValidator(_category)] = "context"
     confidence: float = Field(
@@ -309,7 +347,7 @@ class NewFact(BaseModel):
     @classmethod
     def _not_blank(cls, value: str) -> str:
         value = value.strip()
-        if not value:
+        if is_invisible(value):
             raise ValueError("fact content is blank")
         return value
 

@@ -1,0 +1,467 @@
+"""Memory is data, not instructions: telling remembered text that tries to steer the assistant
+apart from what is simply known about the user (pure; no I/O).
+
+Remembered text ends up in the system message of every model call, so a fact written from a
+hostile conversation ("ignore all previous instructions…") would otherwise speak with the system's
+voice in every later conversation. :func:`classify_memory_text` sorts a piece of memory into:
+
+- ``"injection"``: text that tries to steer the assistant or forge prompt structure — override
+  phrases ("ignore previous instructions", "disregard …", "forget everything"), identity changes
+  ("you are now …", "act as …"), "new instructions:", system-prompt extraction, chat-template or
+  ``<memory>``/``<system>`` tags, role prefixes ("System:", "Assistant:") at the start of a line,
+  "developer mode"/"jailbreak" aimed at the assistant — in English, Chinese, Spanish, French,
+  German, Russian and Japanese. Injection text is never injected (see :mod:`.injection`).
+- ``"directive"``: imperative text addressed to the assistant that can be a legitimate preference
+  ("always reply in French", "never mention my ex", "you must …", "from now on …", "请始终用中文
+  回答"). It is injected as a quoted statement of the user, not as an order.
+- ``"data"``: everything else — what facts about a user normally look like ("User works as a
+  system administrator", "User forgot everything about calculus").
+
+Matching runs on a normalised copy: NFKC (fullwidth and styled letters), casefolded, format and
+control characters removed (zero-width joiners, direction overrides), line breaks of every kind
+kept as line ends, whitespace collapsed, HTML entities decoded, and for Latin-script rules also
+accents stripped and Cyrillic/Greek look-alike letters mapped to Latin. Reversed text behind a
+right-to-left override and base64 runs are decoded and checked too.
+
+This is a heuristic, tuned for few false positives on ordinary facts (see the negative corpus in
+the tests): verbs must stand in imperative position ("act as" at the start of a clause, not
+"learning to act as"), and words that are common in facts ("system prompt", "developer mode")
+count only with a verb or an addressee that aims them at the assistant. It is one layer: the
+rendering still escapes every remembered string and frames the block as data.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final, Literal
+
+__all__ = [
+    "MemoryTextKind",
+    "TextAssessment",
+    "assess_memory_text",
+    "classify_memory_text",
+    "normalize_for_matching",
+]
+
+MemoryTextKind = Literal["data", "directive", "injection"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextAssessment:
+    """What a piece of memory text is, and which rule said so (for logs; never the text itself,
+    so a log line cannot carry the hostile text along)."""
+
+    kind: MemoryTextKind
+    reason: str = ""
+
+
+# ------------------------------------------------------------------------------------------------
+# Normalisation
+# ------------------------------------------------------------------------------------------------
+
+# Cyrillic and Greek letters that render like Latin ones ("іgnоre" with Cyrillic і and о).
+_LOOKALIKES: Final = str.maketrans(
+    {
+        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o",
+        "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j",
+        "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g", "ı": "i",
+        "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
+        "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w",
+    }
+)  # fmt: skip
+_APOSTROPHES: Final = str.maketrans({"’": "'", "‘": "'", "`": "'", "´": "'", "ʼ": "'"})
+_SPACES: Final = re.compile(r"[^\S\n]+")
+_BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_WINDOW: Final = 2000
+_OVERLAP: Final = 200
+
+
+def _lines_of(text: str) -> list[str]:
+    """Line ends of every kind (\\n, \\r, \\v, \\f, \\x1c-\\x1e, NEL, U+2028, U+2029) count:
+    each of them starts a new line for a reader, so a role prefix after any of them is forged."""
+    return text.splitlines() or [""]
+
+
+def _clean_line(line: str) -> str:
+    """Format characters (zero-width, direction marks, soft hyphens) and non-space controls are
+    dropped — "ig\u200bnore" must read "ignore" — and every kind of space becomes one space."""
+    kept = []
+    for ch in line:
+        category = unicodedata.category(ch)
+        if category == "Cf" or (category == "Cc" and not ch.isspace()):
+            continue
+        kept.append(" " if ch.isspace() else ch)
+    return _SPACES.sub(" ", "".join(kept)).strip()
+
+
+def normalize_for_matching(text: str) -> str:
+    """The form rules are matched against: NFKC, casefolded, without format or control
+    characters, one line per line of the input, spaces collapsed, HTML entities decoded."""
+    text = unicodedata.normalize("NFKC", html.unescape(text)).casefold()
+    lines = (_clean_line(line) for line in _lines_of(text))
+    return "\n".join(line for line in lines if line).translate(_APOSTROPHES)
+
+
+def _latin_fold(normalized: str) -> str:
+    """Accents stripped and look-alike letters mapped, for the Latin-script rules."""
+    decomposed = unicodedata.normalize("NFKD", normalized)
+    stripped = "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
+    return stripped.translate(_LOOKALIKES)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rules
+# ------------------------------------------------------------------------------------------------
+
+# The start of a clause: where an imperative verb stands when it addresses the reader.
+_CLAUSE: Final = (
+    r"(?:^|[.!?;:,\"'“”(\[\-–—>*#]\s*|\b(?:please|pls|now|and|then|so|but|just|also|ok|okay)\s+)"
+)
+_CLAUSE_ZH: Final = r"(?:^|[.!?;:,。！？；，、\s])"
+
+_OVERRIDE_VERB = r"(?:ignore|disregard|forget|override|bypass)"
+_ARTICLES = r"(?:(?:the|of|and|all|any|every|each)\s+)"
+# "ignore the rules" is something people do at board games; "ignore previous rules" is not
+_TARGET = (
+    r"(?:previous|prior|above|earlier|preceding|former|foregoing|original|initial|system|your|"
+    r"developer|safety|existing)"
+)
+_ORDERS = (
+    r"(?:instructions?|prompts?|rules|directions|directives|guidelines|constraints|restrictions|"
+    r"commands|orders|programming|policies|policy)"
+)
+_PROMPT_ORDERS = r"(?:instructions?|prompts?|directives|guidelines|programming)"
+# words that aim "developer mode" or "jailbreak" at the assistant (not at a phone)
+_ASSISTANT = (
+    r"\b(?:you|your|yourself|assistant|ai|chatgpt|gpt|llm|claude|bot|restrictions|policies|"
+    r"policy|filters|guidelines|unrestricted|uncensored|respond|responses)\b"
+)
+_ASSISTANT_ZH = r"(?:你|您|助手|模型|限制|规则|提示|指令|人工智能|ai)"
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.MULTILINE)
+
+
+Rule = tuple[str, re.Pattern[str], re.Pattern[str] | None]
+"""(label, pattern, context): with a context, both must match (keyword aimed at the assistant)."""
+
+
+_INJECTION: Final[tuple[Rule, ...]] = (
+    (
+        "instruction override (ignore/disregard/forget previous instructions)",
+        _rx(
+            rf"\b{_OVERRIDE_VERB}\s+{_ARTICLES}*{_TARGET}\s+(?:\w+\s+){{0,2}}{_ORDERS}\b|"
+            rf"\b{_OVERRIDE_VERB}\s+(?:all|any|every)\s+(?:(?:the|of)\s+)*{_PROMPT_ORDERS}\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (ignore the above)",
+        _rx(
+            r"\b(?:ignore|disregard|forget)\s+(?:(?:all|everything|anything)\s+)?(?:(?:of|the)\s+)*"
+            r"(?:above|foregoing|preceding|before|previously said|said before)\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (disregard everything)",
+        _rx(
+            r"\bdisregard\s+(?:everything|anything|all(?:\s+(?:of\s+)?(?:that|this|the\s+above))?)"
+            r"\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (forget everything)",
+        _rx(
+            rf"{_CLAUSE}forget\s+(?:about\s+)?(?:everything|all\s+(?:of\s+)?(?:that|this|the\s+"
+            rf"above)|all\b|what\s+(?:you|i)\s+(?:know|said|told|were\s+told|learned))|"
+            rf"\bforget\s+everything\s+(?:you|above|before|previous|prior|i\s+(?:said|told)|"
+            rf"that\s+(?:was|you))"
+        ),
+        None,
+    ),
+    (
+        "identity change (you are now …)",
+        _rx(
+            r"\byou\s+are\s+(?:now|no\s+longer|henceforth)\b|\byou'?re\s+(?:now|no\s+longer)\b|"
+            r"\bfrom\s+now\s+on,?\s+you\s+(?:are|will\s+be)\b|\byour\s+new\s+(?:role|persona|"
+            r"identity|name|instructions|task|purpose)\s+is\b"
+        ),
+        None,
+    ),
+    (
+        "identity change (act as / pretend to be)",
+        _rx(
+            rf"{_CLAUSE}(?:act|behave)\s+as\b(?!\s+(?:if|though|usual|well|needed|before))"
+            rf"|\b(?:you|assistant|ai|model)\s+(?:will|must|should|shall|are\s+to|need\s+to|have\s+"
+            rf"to)\s+(?:now\s+)?(?:act|behave)\s+as\b|\bwant\s+you\s+to\s+(?:act|behave|pretend|"
+            rf"roleplay)\b|{_CLAUSE}(?:pretend|imagine)\s+(?:that\s+)?you\s+(?:are|were|have)\b|"
+            rf"{_CLAUSE}(?:pretend\s+to\s+be|roleplay\s+as|role-play\s+as)\b"
+        ),
+        None,
+    ),
+    (
+        "new instructions",
+        _rx(
+            r"\b(?:new|updated|revised|real|actual|true|additional|secret|hidden|override)\s+"
+            r"(?:system\s+)?(?:instructions?|rules|directives|orders|prompt)\s*[:=]|"
+            r"\bnew\s+instructions?\s+(?:follow|below|are)\b|\b(?:begin|start|end)\s+of\s+(?:new\s+)?"
+            r"(?:system\s+)?(?:instructions|prompt)\b"
+        ),
+        None,
+    ),
+    (
+        "system prompt extraction or override",
+        _rx(
+            r"\b(?:reveal|show|print|repeat|output|leak|disclose|display|dump|tell\s+me|give\s+me|"
+            r"recite|ignore|override|bypass|forget)\s+(?:(?:me|us|the|your|my|all|full|entire|whole|"
+            r"original|initial|hidden|secret|exact)\s+)*(?:system|initial|hidden|original|developer|"
+            r"secret|internal)\s+(?:prompts?|messages?|instructions?|rules)\b|"
+            r"\byour\s+(?:system|initial|hidden|original|developer)\s+(?:prompts?|messages?|"
+            r"instructions?)\b|\bsystem\s+(?:prompt|message|instructions?)\s*[:=]|"
+            r"\bsystem\s+override\b"
+        ),
+        None,
+    ),
+    (
+        "forged markup (prompt or memory tags)",
+        _rx(
+            r"<\s*/?\s*(?:system|memory|assistant|user|human|developer|instructions?|prompt|sys|"
+            r"tool|function|im_start|im_end|start_of_turn|end_of_turn|conversation|"
+            r"current_memory)\b[^<>]{0,40}>|<\|[a-z_]{2,30}\|>|\[/?inst\]|<</?sys>>|"
+            r"^[\s>*]*#{1,6}\s*(?:instructions?|system|response|human|assistant|new\s+"
+            r"instructions?)\b"
+        ),
+        None,
+    ),
+    (
+        "forged role prefix (System:/Assistant: …)",
+        _rx(
+            r"^[\s>*#\-•]*(?:system|assistant|developer|ai|tool|function|bot|chatgpt|claude|gpt|"
+            r"sys|human|系统|助手|系统提示)\s*:|[.!?。！？]\s*(?:system|assistant|developer)\s*:"
+        ),
+        None,
+    ),
+    (
+        "jailbreak (developer mode)",
+        _rx(r"\b(?:developer|god|dan)\s+mode\b|\bjailbr(?:eak|oke|oken|eaking)\b"),
+        _rx(_ASSISTANT),
+    ),
+    (
+        "jailbreak (DAN / unrestricted)",
+        _rx(
+            r"\bdo\s+anything\s+now\b|\bdan\s+mode\b|\b(?:unfiltered|uncensored|unrestricted)\s+"
+            r"(?:mode|ai|assistant|model|responses?)\b|\byou\s+have\s+no\s+(?:restrictions|rules|"
+            r"limits|filters)\b"
+        ),
+        None,
+    ),
+    # Chinese
+    (
+        "instruction override (Chinese)",
+        _rx(
+            r"(?:忽略|无视|忘记|忘掉|不要理会|不用管|别管)(?:掉)?(?:你)?(?:之前|以前|先前|此前|上面|以上|"
+            r"前面|上述|所有|全部|一切)(?:的)?(?:所有|全部|一切)?(?:的)?(?:指令|指示|说明|提示|规则|"
+            r"要求|设定|命令)|忘记(?:之前|以上|上面|前面)(?:的)?(?:一切|所有)"
+        ),
+        None,
+    ),
+    (
+        "identity change (Chinese)",
+        _rx(
+            r"你现在是|从现在(?:开始|起)[,，]?\s*你(?:是|将是|就是|要扮演|扮演)|你(?:现在)?(?:要|必须)?"
+            r"扮演|你的新(?:身份|角色|指令)"
+        ),
+        None,
+    ),
+    (
+        "system prompt (Chinese)",
+        _rx(
+            r"系统(?:提示|指令)(?:词)?\s*[:：=]|(?:泄露|输出|显示|打印|重复|告诉我|忽略|无视|覆盖|修改)"
+            r"(?:一下)?(?:你的)?(?:系统提示|系统指令|初始指令|原始指令)|你的系统(?:提示|指令)|"
+            r"新(?:的)?指令\s*[:：]"
+        ),
+        None,
+    ),
+    (
+        "jailbreak (Chinese)",
+        _rx(r"开发者模式|越狱"),
+        _rx(_ASSISTANT_ZH),
+    ),
+    # Spanish, French, German, Russian, Japanese
+    (
+        "instruction override (Spanish)",
+        _rx(
+            r"\b(?:ignora|olvida|omite|descarta)\s+(?:todas?\s+)?(?:las\s+|tus\s+|los\s+)?"
+            r"(?:instrucciones|indicaciones|reglas|ordenes)\s+(?:anteriores|previas)\b|"
+            r"\b(?:ignora|olvida)\s+(?:todo\s+)?lo\s+anterior\b|\b(?:a\s+partir\s+de\s+)?ahora\s+"
+            r"eres\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (French)",
+        _rx(
+            r"\b(?:ignore[sz]?|oublie[sz]?)\s+(?:toutes\s+)?(?:les\s+|tes\s+|vos\s+)?"
+            r"(?:instructions|consignes|regles|directives)\s+(?:precedentes|anterieures)\b|"
+            r"(?:^|[.!?;:,]\s*)oublie[sz]?\s+tout\b|\b(?:tu\s+es|vous\s+etes)\s+maintenant\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (German)",
+        _rx(
+            r"\b(?:ignoriere|ignorier|vergiss|missachte)\s+(?:alle\s+)?(?:vorherigen|bisherigen|"
+            r"obigen|vorigen|fruheren|deine)\s+(?:anweisungen|instruktionen|befehle|regeln|"
+            r"vorgaben)\b|\bvergiss\s+alles\b|\bdu\s+bist\s+(?:jetzt|nun|ab\s+sofort)\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (Russian)",
+        _rx(
+            r"(?:игнорируй|игнорируйте|забудь|забудьте)\s+(?:все\s+|всё\s+)?(?:предыдущие|прошлые|"
+            r"свои)?\s*(?:инструкции|указания|правила)|\bтеперь\s+ты\b"
+        ),
+        None,
+    ),
+    (
+        "instruction override (Japanese)",
+        _rx(r"(?:以前|これまで|上記|前)の(?:指示|命令|指令)を(?:すべて|全て)?無視|あなたは今から"),
+        None,
+    ),
+)
+
+_DIRECTIVE_VERBS = (
+    r"(?:reply|respond|answer|write|use|mention|say|call|address|talk|speak|include|add|format|"
+    r"explain|give|show|ask|refer|start|end|keep|avoid|stop|be|put|sign|greet|bring\s+up|"
+    r"recommend|suggest|send|tell|translate|output|print|remind|list|make|provide|offer|assume|"
+    r"treat|refuse|apologi[sz]e|contact|discuss|use)"
+)
+
+_DIRECTIVE: Final[tuple[Rule, ...]] = (
+    (
+        "always/never/do not + verb addressed to the assistant",
+        _rx(rf"{_CLAUSE}(?:always|never|do\s+not|don't|dont)\s+(?:ever\s+)?{_DIRECTIVE_VERBS}\b"),
+        None,
+    ),
+    (
+        "you must/should …",
+        _rx(
+            r"\byou\s+(?:must|should|shall|need\s+to|have\s+to|are\s+to|will\s+always|"
+            r"will\s+never|may\s+not|must\s+not|cannot|can't|mustn't|shouldn't|should\s+not|"
+            r"are\s+not\s+allowed\s+to|are\s+required\s+to)\b"
+        ),
+        None,
+    ),
+    (
+        "from now on …",
+        _rx(
+            r"\bfrom\s+now\s+on\b|\bgoing\s+forward,?\s+(?:please\s+)?(?:always|never|reply|"
+            r"respond|use|answer|call|address)\b|\bin\s+(?:all\s+)?(?:future|every)\s+(?:replies|"
+            r"responses|answers|conversations)\b"
+        ),
+        None,
+    ),
+    (
+        "imperative request (reply in / call me / remember to …)",
+        _rx(
+            rf"{_CLAUSE}(?:reply|respond|answer|write|speak|talk)\s+(?:to\s+me\s+)?"
+            rf"(?:only\s+|always\s+)?(?:in|using|with)\b|"
+            rf"{_CLAUSE}(?:make\s+sure|be\s+sure|remember)\s+(?:to|that\s+you|you)\b|"
+            rf"{_CLAUSE}call\s+me\b|{_CLAUSE}(?:use|avoid|stop)\s+(?:using\s+)?\w"
+        ),
+        None,
+    ),
+    (
+        "directive (Chinese)",
+        _rx(
+            rf"(?<![邀申聘宴延约提呈报])请(?:你)?(?:始终|总是|一直|永远|务必|每次|以后|"
+            rf"不要|别|记得|一定要|用|使用|称呼我|叫我)|"
+            rf"{_CLAUSE_ZH}(?:你)?(?:始终|总是|一直|永远|每次|务必|以后)(?:都)?(?:要)?"
+            rf"(?:用|使用|以|回答|回复|称呼|叫)|"
+            rf"{_CLAUSE_ZH}(?:不要|别|不许|禁止|永远不要)(?:再)?(?:提到|提起|提|说|使用|用|回复|叫|"
+            rf"称呼|回答)|你(?:必须|应该|应当|务必|一定要)|从现在(?:开始|起)|今后(?:请|你)|以后请"
+        ),
+        None,
+    ),
+    (
+        "directive (Spanish/French/German)",
+        _rx(
+            r"\b(?:responde|contesta|escribe)(?:me)?\s+siempre\b|\bsiempre\s+(?:responde|contesta|"
+            r"escribe)\b|\b(?:reponds|repondez|ecris)\s+toujours\b|\btoujours\s+(?:repondre|"
+            r"reponds)\b|\bantworte\s+(?:immer|stets)\b|\bimmer\s+auf\s+\w+\s+antworten\b"
+        ),
+        None,
+    ),
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# Classification
+# ------------------------------------------------------------------------------------------------
+
+
+def _forms(text: str) -> list[str]:
+    """The normalised text, its Latin-folded twin, and what hides behind obfuscation: reversed
+    text after a right-to-left override, decoded base64 runs."""
+    normalized = normalize_for_matching(text)
+    forms = [normalized, _latin_fold(normalized)]
+    if any(ch in text for ch in "\u202e\u2067\u202b"):  # RLO, RLI, RLE: shown reversed
+        forms.append(_latin_fold(normalized[::-1]))
+    for run in _BASE64_RUN.findall(text)[:4]:
+        try:
+            decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            continue
+        if decoded.isprintable():
+            forms.append(_latin_fold(normalize_for_matching(decoded)))
+    return forms
+
+
+def _first_match(rules: tuple[Rule, ...], forms: list[str]) -> str | None:
+    for label, pattern, context in rules:
+        for form in forms:
+            if pattern.search(form) and (context is None or context.search(form)):
+                return label
+    return None
+
+
+def _windows(text: str) -> list[str]:
+    """Overlapping slices of a long text (an old file may hold facts far over today's caps):
+    every rule is local, and slicing keeps the work linear in the length."""
+    if len(text) <= _WINDOW:
+        return [text]
+    step = _WINDOW - _OVERLAP
+    return [text[i : i + _WINDOW] for i in range(0, len(text) - _OVERLAP, step)]
+
+
+@lru_cache(maxsize=4096)
+def assess_memory_text(text: str) -> TextAssessment:
+    """Classify one remembered string (a fact or a summary) and say which rule decided.
+
+    Cached: the same facts are rendered on every model call.
+    """
+    directive: str | None = None
+    for window in _windows(text):
+        forms = _forms(window)
+        label = _first_match(_INJECTION, forms)
+        if label is not None:
+            return TextAssessment("injection", label)
+        directive = directive or _first_match(_DIRECTIVE, forms)
+    if directive is not None:
+        return TextAssessment("directive", directive)
+    return TextAssessment("data")
+
+
+def classify_memory_text(text: str) -> MemoryTextKind:
+    """``"injection"``, ``"directive"`` or ``"data"`` (see the module docstring)."""
+    return assess_memory_text(text).kind
