@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -29,6 +37,7 @@ __all__ = [
     "EmbeddingsConfig",
     "MemoryConfig",
     "ModelConfig",
+    "StorageConfig",
     "default_config_path",
     "load_memory_config",
 ]
@@ -94,6 +103,38 @@ class EmbeddingsConfig(BaseModel):
     dimensions: int | None = Field(default=None, ge=1)
 
 
+class StorageConfig(BaseModel):
+    """Where memory documents live.
+
+    ``file`` (default): JSON files under ``storage_path``. ``postgres``: LangGraph's
+    ``PostgresStore`` at ``dsn`` (e.g. ``$DATABASE_URL``), with compare-and-set writes — for many
+    workers on many machines. ``sqlite``: ``SqliteStore`` in the file ``path``. ``memory``:
+    LangGraph's ``InMemoryStore`` (dies with the process).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["file", "postgres", "sqlite", "memory"] = "file"
+    dsn: str | None = None
+    """``postgres``: a libpq connection string / URL."""
+    path: str | None = None
+    """``sqlite``: the database file (relative paths resolve against the YAML file's folder)."""
+    prefix: str = "deermem"
+    """First namespace label of every item we write in the store."""
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
+    setup: bool = True
+    """Create the tables on first use (idempotent)."""
+
+    @model_validator(mode="after")
+    def _needs(self) -> StorageConfig:
+        if self.backend == "postgres" and not self.dsn:
+            raise ValueError("storage.backend postgres needs storage.dsn (e.g. $DATABASE_URL)")
+        if self.backend == "sqlite" and not self.path:
+            raise ValueError("storage.backend sqlite needs storage.path")
+        return self
+
+
 class MemoryConfig(BaseModel):
     """Every knob of the memory, with DeerFlow's names and defaults where DeerFlow has them."""
 
@@ -105,6 +146,8 @@ class MemoryConfig(BaseModel):
     """Put the memory into the system prompt before each model call."""
     storage_path: str = "~/.deermem"
     """Folder of the JSON-file backend (relative paths resolve against the YAML file's folder)."""
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    """The storage backend (``file`` by default; ``postgres`` for many workers and hosts)."""
     debounce_seconds: float = Field(default=30.0, ge=0, le=3600)
     """Quiet time on a thread before its update runs; a newer capture restarts the wait."""
     max_wait_seconds: float | None = Field(default=120.0, ge=0)
@@ -429,6 +472,12 @@ def load_memory_config(
     storage = merged.get("storage_path")
     if isinstance(storage, str) and storage and not os.path.isabs(os.path.expanduser(storage)):
         merged["storage_path"] = str(origins["storage_path"].doc.path.parent / storage)
+    backend = merged.get("storage")
+    if isinstance(backend, dict) and isinstance(backend.get("path"), str):
+        db_path = backend["path"]
+        if db_path and not os.path.isabs(os.path.expanduser(db_path)):
+            folder = origins["storage"].doc.path.parent
+            merged["storage"] = {**backend, "path": str(folder / db_path)}
     if agent_name is not None:
         merged["agent_name"] = agent_name
     return _validate(merged, origins)

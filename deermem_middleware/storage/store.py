@@ -1,0 +1,443 @@
+"""Memory on a LangGraph ``BaseStore``: PostgreSQL (``PostgresStore``), SQLite, in-memory.
+
+LangGraph's store is where agents keep long-term data, and ``PostgresStore`` lets many workers on
+many machines share it. But its ``put`` is last-writer-wins: two workers that read a memory,
+apply different updates and write back lose one of them. :class:`StoreStorage` adds the
+compare-and-set the storage contract needs:
+
+- **PostgreSQL**: one conditional ``UPDATE … WHERE (value->>'revision')::bigint = expected`` (or
+  ``INSERT … ON CONFLICT DO NOTHING`` for a first save) on the store's own table, through its
+  connection or pool — atomic across processes and hosts;
+- **SQLite** (``SqliteStore``): the same conditional statement (SQLite locks the database file);
+- **InMemoryStore**: a lock shared by everything in the process that uses that store object;
+- any other store: refused, unless you choose ``consistency="last_writer_wins"`` — clearly named
+  because concurrent writers *can* then lose updates.
+
+Layout (namespace labels percent-encode ``.``, which the store reserves):
+
+- ``(<prefix>, "memory", <user>, <agent>)`` key ``document``:
+  ``{"revision": n, "scope": {...}, "document": <the memory document>}`` — profile, facts and
+  per-thread watermarks in one item, so an update and its watermark commit together;
+- ``(<prefix>, "pending", <user>, <agent>)`` key ``<thread>``: the pending-work journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
+
+from ..filtering import Turn
+from ..schema import Memory
+from .base import CorruptedMemoryError, MemoryScope, RevisionConflict, StoredMemory
+from .json_file import decode_name, encode_name
+
+__all__ = ["Consistency", "StoreJournal", "StoreStorage"]
+
+logger = logging.getLogger(__name__)
+
+Consistency = Literal["cas", "last_writer_wins"]
+DOCUMENT_KEY = "document"
+
+
+def label(name: str) -> str:
+    """A namespace label for an id: percent-encoded, dots included (the store's separator)."""
+    return encode_name(name).replace(".", "%2E") or "%00"
+
+
+def unlabel(text: str) -> str:
+    return decode_name(text)
+
+
+# ------------------------------------------------------------------------------------------------
+# Compare-and-set per store kind
+# ------------------------------------------------------------------------------------------------
+
+
+class _Writer(Protocol):
+    atomic: bool
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        """Store ``value`` if no item exists; False when one does."""
+        ...
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        """Replace the item if its ``revision`` equals ``revision``; False otherwise."""
+        ...
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        """Delete the item if ``value[field] == expected``."""
+        ...
+
+
+_STORE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_STORE_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(store: Any) -> threading.Lock:
+    with _STORE_LOCKS_GUARD:
+        lock = _STORE_LOCKS.get(store)
+        if lock is None:
+            lock = _STORE_LOCKS[store] = threading.Lock()
+        return lock
+
+
+class _LockedWriter:
+    """Read-compare-write under a lock: atomic for every user of the store *in this process*
+    (right for ``InMemoryStore``); with ``atomic=False`` it is the documented last-writer-wins
+    mode for stores shared by processes that cannot do better."""
+
+    def __init__(self, store: Any, *, atomic: bool) -> None:
+        self.store = store
+        self.atomic = atomic
+        self._lock = _lock_for(store)
+
+    def _revision(self, namespace: tuple[str, ...], key: str) -> int | None:
+        item = self.store.get(namespace, key)
+        if item is None:
+            return None
+        value = item.value
+        return int(value.get("revision", 0)) if isinstance(value, dict) else 0
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        with self._lock:
+            if self.store.get(namespace, key) is not None:
+                return False
+            self.store.put(namespace, key, value, index=False)
+            return True
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        with self._lock:
+            if self._revision(namespace, key) != revision:
+                return False
+            self.store.put(namespace, key, value, index=False)
+            return True
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        with self._lock:
+            item = self.store.get(namespace, key)
+            if item is None or not isinstance(item.value, dict):
+                return False
+            if str(item.value.get(field)) != expected:
+                return False
+            self.store.delete(namespace, key)
+            return True
+
+
+class _PostgresWriter:
+    """Conditional statements on ``PostgresStore``'s table, through its connection or pool."""
+
+    atomic = True
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        conn = self.store.conn
+        if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool: thread-safe
+            with (
+                conn.connection() as connection,
+                connection.transaction(),
+                connection.cursor() as cur,
+            ):
+                yield cur
+        else:  # one connection shared with the store: serialise on the store's own lock
+            with self.store.lock, conn.transaction(), conn.cursor() as cur:
+                yield cur
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        from psycopg.types.json import Jsonb
+
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (prefix, key) DO NOTHING",
+                (".".join(namespace), key, Jsonb(value)),
+            )
+            return bool(cur.rowcount == 1)
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        from psycopg.types.json import Jsonb
+
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = %s AND key = %s AND (value->>'revision')::bigint = %s",
+                (Jsonb(value), ".".join(namespace), key, revision),
+            )
+            return bool(cur.rowcount == 1)
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute(
+                "DELETE FROM store WHERE prefix = %s AND key = %s AND value->>%s = %s",
+                (".".join(namespace), key, field, expected),
+            )
+            return bool(cur.rowcount == 1)
+
+
+class _SqliteWriter:
+    """Conditional statements on ``SqliteStore``'s table (the database file lock makes them
+    atomic across processes)."""
+
+    atomic = True
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        if not getattr(self.store, "is_setup", True):
+            self.store.setup()
+        with self.store.lock:
+            conn = self.store.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO store (prefix, key, value) VALUES (?, ?, ?)",
+                (".".join(namespace), key, json.dumps(value, ensure_ascii=False)),
+            )
+            return bool(cur.rowcount == 1)
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "UPDATE store SET value = ?, updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = ? AND key = ? AND json_extract(value, '$.revision') = ?",
+                (json.dumps(value, ensure_ascii=False), ".".join(namespace), key, revision),
+            )
+            return bool(cur.rowcount == 1)
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM store WHERE prefix = ? AND key = ? "
+                "AND CAST(json_extract(value, ?) AS TEXT) = ?",
+                (".".join(namespace), key, f"$.{field}", expected),
+            )
+            return bool(cur.rowcount == 1)
+
+
+def _writer_for(store: Any, consistency: Consistency) -> _Writer:
+    kind = type(store)
+    names = {c.__module__ + "." + c.__name__ for c in kind.__mro__}
+    if "langgraph.store.postgres.base.PostgresStore" in names:
+        return _PostgresWriter(store)
+    if "langgraph.store.sqlite.base.SqliteStore" in names:
+        return _SqliteWriter(store)
+    if "langgraph.store.memory.InMemoryStore" in names:
+        return _LockedWriter(store, atomic=True)
+    if consistency == "last_writer_wins":
+        logger.warning(
+            "memory on %s without compare-and-set (consistency=last_writer_wins): concurrent "
+            "writers in different processes can lose updates",
+            kind.__name__,
+        )
+        return _LockedWriter(store, atomic=False)
+    raise ValueError(
+        f"{kind.__name__} has no compare-and-set support here; use PostgresStore, SqliteStore or "
+        "InMemoryStore, or pass consistency='last_writer_wins' to accept lost updates between "
+        "processes"
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# The storage
+# ------------------------------------------------------------------------------------------------
+
+
+class StoreStorage:
+    """Memory documents in a LangGraph ``BaseStore`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        prefix: str = "deermem",
+        consistency: Consistency = "cas",
+    ) -> None:
+        if consistency not in ("cas", "last_writer_wins"):
+            raise ValueError(
+                f"consistency must be 'cas' or 'last_writer_wins', got {consistency!r}"
+            )
+        self.store = store
+        self.prefix = label(prefix)
+        self.consistency: Consistency = consistency
+        self._writer = _writer_for(store, consistency)
+        self.journal = StoreJournal(self)
+        self._closers: list[Any] = []
+
+    # -- layout -----------------------------------------------------------------------------
+
+    def namespace(self, scope: MemoryScope, kind: str = "memory") -> tuple[str, ...]:
+        return (self.prefix, kind, label(scope.user_id), label(scope.agent_name))
+
+    def describe(self, scope: MemoryScope) -> str:
+        return f"{type(self.store).__name__}:{'/'.join(self.namespace(scope))}/{DOCUMENT_KEY}"
+
+    def setup(self) -> None:
+        """Create the store's tables (idempotent)."""
+        setup = getattr(self.store, "setup", None)
+        if callable(setup):
+            setup()
+
+    # -- the contract -----------------------------------------------------------------------
+
+    def load(self, scope: MemoryScope) -> StoredMemory:
+        item = self.store.get(self.namespace(scope), DOCUMENT_KEY)
+        if item is None:
+            return StoredMemory(Memory(), 0)
+        value = item.value
+        try:
+            revision = value["revision"]
+            if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+                raise ValueError(f"revision must be a non-negative integer, got {revision!r}")
+            memory = Memory.from_json_dict(value["document"])
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            return self._quarantine(scope, value, f"{type(exc).__name__}: {exc}")
+        return StoredMemory(memory, revision)
+
+    def _quarantine(self, scope: MemoryScope, value: Any, reason: str) -> StoredMemory:
+        """Keep a document that does not validate aside (never overwrite it) and start empty."""
+        namespace = self.namespace(scope)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = f"corrupted-{stamp}"
+        revision = value.get("revision") if isinstance(value, dict) else None
+        self.store.put(namespace, aside, {"reason": reason, "value": value}, index=False)
+        if isinstance(revision, int) and not isinstance(revision, bool):
+            removed = self._writer.delete_if(namespace, DOCUMENT_KEY, "revision", str(revision))
+        else:
+            self.store.delete(namespace, DOCUMENT_KEY)
+            removed = True
+        where = self.describe(scope)
+        if removed:
+            logger.error(
+                "memory of user %r / agent %r at %s is corrupted (%s); kept aside as key %r and "
+                "the user starts from an empty memory",
+                scope.user_id,
+                scope.agent_name,
+                where,
+                reason[:300],
+                aside,
+            )
+            return StoredMemory(Memory(), 0)
+        raise CorruptedMemoryError(where, reason)  # changed under us: let the caller retry
+
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+        revision = expected_revision + 1
+        value = {
+            "revision": revision,
+            "scope": {"user_id": scope.user_id, "agent_name": scope.agent_name},
+            "document": memory.to_json_dict(),
+        }
+        namespace = self.namespace(scope)
+        if expected_revision == 0:
+            ok = self._writer.insert_new(namespace, DOCUMENT_KEY, value)
+        else:
+            ok = self._writer.replace_if(namespace, DOCUMENT_KEY, value, expected_revision)
+        if not ok:
+            actual = self.load(scope).revision
+            raise RevisionConflict(scope, expected_revision, actual)
+        return revision
+
+    def delete(self, scope: MemoryScope) -> bool:
+        namespace = self.namespace(scope)
+        existed = self.store.get(namespace, DOCUMENT_KEY) is not None
+        self.store.delete(namespace, DOCUMENT_KEY)
+        return existed
+
+    def list_scopes(self) -> list[MemoryScope]:
+        scopes = []
+        for namespace in self.store.list_namespaces(prefix=(self.prefix, "memory"), limit=100_000):
+            if len(namespace) != 4:
+                continue
+            scope = MemoryScope(unlabel(namespace[2]), unlabel(namespace[3]))
+            if self.store.get(namespace, DOCUMENT_KEY) is not None:
+                scopes.append(scope)
+        return sorted(scopes)
+
+    # -- resources --------------------------------------------------------------------------
+
+    def add_closer(self, closer: Any) -> None:
+        """Something to close with the storage (the connection pool we opened)."""
+        self._closers.append(closer)
+
+    def stop(self) -> None:
+        """Close what this storage opened (not a store you passed in)."""
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                closer.close()
+            except Exception:
+                logger.exception("closing %r failed", closer)
+
+
+class StoreJournal:
+    """The pending-work journal in the store, next to the memory it belongs to."""
+
+    def __init__(self, storage: StoreStorage) -> None:
+        self._storage = storage
+
+    def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
+        from ..journal import JournalEntry, job_token, process_owner
+
+        host, pid = process_owner()
+        entry = JournalEntry(scope, thread_id, turns, host, pid, time.time())
+        value = {**entry.to_json(), "token": job_token(turns)}
+        self._storage.store.put(
+            self._storage.namespace(scope, "pending"), label(thread_id), value, index=False
+        )
+
+    def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
+        self._storage._writer.delete_if(
+            self._storage.namespace(scope, "pending"), label(thread_id), "token", token
+        )
+
+    def entries(self) -> list[Any]:
+        from ..journal import JournalEntry
+
+        store = self._storage.store
+        found = []
+        prefix = (self._storage.prefix, "pending")
+        for namespace in store.list_namespaces(prefix=prefix, limit=100_000):
+            for item in store.search(namespace, limit=10_000):
+                try:
+                    found.append(JournalEntry.from_json(item.value))
+                except (KeyError, TypeError, ValueError) as exc:
+                    logger.error(
+                        "pending-update entry %s/%s unreadable: %s", namespace, item.key, exc
+                    )
+        return found
+
+    def forget(self, scope: MemoryScope) -> int:
+        store = self._storage.store
+        namespace = self._storage.namespace(scope, "pending")
+        items = store.search(namespace, limit=10_000)
+        for item in items:
+            store.delete(namespace, item.key)
+        return len(items)
