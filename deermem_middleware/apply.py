@@ -43,13 +43,22 @@ class ApplyReport:
 
 
 def advance_watermark(
-    memory: Memory, thread_id: str, turn: str, *, count: int, now: datetime
+    memory: Memory,
+    thread_id: str,
+    turn: str,
+    *,
+    count: int,
+    now: datetime,
+    position: int | None = None,
 ) -> Memory:
-    """Record that ``thread_id`` has been distilled up to the turn fingerprinted ``turn``."""
+    """Record that ``thread_id`` has been distilled up to the turn fingerprinted ``turn`` (the
+    ``position``-th turn of the conversation)."""
     marks = dict(memory.watermarks)
     previous = marks.pop(thread_id, None)
     total = (previous.count if previous else 0) + count
-    marks[thread_id] = Watermark(turn=turn, count=total, updatedAt=utc_now_iso(now))
+    marks[thread_id] = Watermark(
+        turn=turn, count=total, updatedAt=utc_now_iso(now), position=position
+    )
     if len(marks) > MAX_WATERMARKS:
         ordered = sorted(marks.items(), key=lambda kv: kv[1].updatedAt)
         marks = dict(ordered[len(marks) - MAX_WATERMARKS :])

@@ -283,16 +283,22 @@ def has_enough_for_update(turns: Sequence[Turn]) -> bool:
     return "user" in roles and "assistant" in roles
 
 
-def turns_after(turns: Sequence[Turn], watermark: str | None) -> list[Turn]:
+def turns_after(
+    turns: Sequence[Turn], watermark: str | None, position: int | None = None
+) -> list[Turn]:
     """The turns after the one whose fingerprint is ``watermark``.
 
     The *last* occurrence wins (the same text can be said twice; ids are unique). When the
-    watermark is not found — the host trimmed or summarised its history — every turn is new:
-    re-reading a few old turns only reinforces facts, while skipping new ones would lose them.
+    watermark is not found, either this capture is *older* than the stored one (another worker
+    already stored a longer conversation: it has no more than ``position`` turns) and nothing is
+    new, or the host trimmed or summarised its history and every turn is new: re-reading a few
+    old turns only reinforces facts, while skipping new ones would lose them.
     """
     if watermark is None:
         return list(turns)
     for index in range(len(turns) - 1, -1, -1):
         if turns[index].fingerprint == watermark:
             return list(turns[index + 1 :])
+    if position is not None and len(turns) <= position:
+        return []
     return list(turns)

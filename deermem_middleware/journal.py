@@ -182,6 +182,7 @@ class FileJournal:
         self._fsync = fsync
         self._lock = threading.Lock()
         self._made: set[Path] = set()
+        self._remove_orphan_temps()
 
     def path_for(self, scope: MemoryScope, thread_id: str) -> Path:
         return (
@@ -201,7 +202,9 @@ class FileJournal:
             if folder not in self._made:
                 folder.mkdir(parents=True, exist_ok=True)
                 self._made.add(folder)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=folder
+            )
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(payload)
@@ -236,7 +239,23 @@ class FileJournal:
             if not path.name.startswith("."):
                 yield path
 
+    def _remove_orphan_temps(self, older_than: float = 600.0) -> None:
+        """Temp files of writes interrupted by a crash: their writer (pid in the name) is gone on
+        this machine, or they are older than any live write could be."""
+        if not self.root.is_dir():
+            return
+        cutoff = time.time() - older_than
+        for temp in self.root.glob("*/*/.*.tmp"):
+            parts = temp.name.rsplit(".", 3)
+            pid = int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else 0
+            with contextlib.suppress(OSError):
+                if (pid and pid != os.getpid() and not _pid_alive(pid)) or (
+                    temp.stat().st_mtime < cutoff
+                ):
+                    temp.unlink()
+
     def entries(self) -> list[JournalEntry]:
+        self._remove_orphan_temps()
         found: list[JournalEntry] = []
         for path in self._files():
             try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ from .storage.base import (
     CorruptedMemoryError,
     MemoryScope,
     MemoryStorage,
+    RevisionConflict,
     StorageError,
 )
 from .storage.factory import open_storage, wrap_storage
@@ -108,7 +110,8 @@ class MemoryMiddleware(AgentMiddleware):
             path = default_config_path()
             config = load_memory_config(path, agent_name=agent_name) if path else MemoryConfig()
         if agent_name is not None and config.agent_name != agent_name:
-            config = config.model_copy(update={"agent_name": agent_name})
+            # validated like the config's own field (model_copy would skip the check)
+            config = MemoryConfig.model_validate({**config.__dict__, "agent_name": agent_name})
         self.config = config
         self.agent_name = config.agent_name or DEFAULT_AGENT
         if storage is None:
@@ -273,6 +276,9 @@ class MemoryMiddleware(AgentMiddleware):
             )
             self._journal_done(job)
             return
+        except RevisionConflict as exc:
+            # other writers kept winning the race: try again soon (jittered), no breaker
+            raise RetryLater(random.uniform(0.05, 0.5), str(exc)) from exc
         except StorageError as exc:
             # not the endpoint's fault: no breaker; the work stays pending and is retried
             delay = self.config.retry_base_seconds * 5

@@ -314,10 +314,14 @@ class DebounceScheduler(Generic[K, P]):
             self._flushing += 1
             self._cond.notify_all()
             try:
-                while self._busy_locked():
+                while True:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
+                    # back-offs ending before our deadline are waited for; longer ones are not
+                    horizon = self._clock() + (remaining or 0.0)
+                    if not self._busy_locked(horizon):
+                        break
                     self._cond.wait(remaining)
                 return not self._table.deferred(self._clock())
             finally:
@@ -348,11 +352,13 @@ class DebounceScheduler(Generic[K, P]):
 
     # -- internals --------------------------------------------------------------------------
 
-    def _busy_locked(self) -> bool:
-        """Work a flush must wait for: anything but keys backed off into the future."""
+    def _busy_locked(self, horizon: float | None = None) -> bool:
+        """Work a flush must wait for: anything but keys backed off beyond ``horizon``."""
         if self._inbox or self._queued or self._running:
             return True
-        return len(self._table) > self._table.deferred(self._clock())
+        return len(self._table) > self._table.deferred(
+            self._clock() if horizon is None else horizon
+        )
 
     def _timer_loop(self) -> None:
         with self._cond:

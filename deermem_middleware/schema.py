@@ -243,6 +243,9 @@ class Watermark(BaseModel):
     turn: str
     count: int = 0
     updatedAt: str = ""
+    position: int | None = None
+    """How many turns the conversation had up to ``turn``: a capture with no more turns than
+    this that does not contain ``turn`` is an older capture, not a trimmed history."""
 
 
 class Memory(BaseModel):

@@ -16,18 +16,30 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from .apply import ApplyReport, advance_watermark, apply_update
 from .config import MemoryConfig
 from .extraction import ExtractionResult, MemoryExtractor
 from .filtering import Turn, has_enough_for_update, turns_after
-from .schema import new_fact_id
+from .schema import Memory, new_fact_id
 from .storage.base import MemoryScope, MemoryStorage, RevisionConflict
 
 __all__ = ["CaptureJob", "MemoryUpdater", "UpdateOutcome"]
 
 logger = logging.getLogger(__name__)
+
+
+def _position(turns: tuple[Turn, ...], fingerprint: str) -> int:
+    """1-based position of the last turn fingerprinted ``fingerprint``."""
+    for index in range(len(turns) - 1, -1, -1):
+        if turns[index].fingerprint == fingerprint:
+            return index + 1
+    return len(turns)
+
+
+class _WatermarkMoved(Exception):
+    """The thread's watermark changed between extraction and save (another worker)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +76,7 @@ class MemoryUpdater:
         *,
         clock: Callable[[], datetime] = _utc_now,
         id_factory: Callable[[], str] = new_fact_id,
-        max_conflict_retries: int = 16,
+        max_conflict_retries: int = 200,
     ) -> None:
         self.storage = storage
         self._extractor = extractor
@@ -75,10 +87,29 @@ class MemoryUpdater:
         self._scope_locks = [threading.Lock() for _ in range(64)]  # striped: bounded memory
 
     def run(self, job: CaptureJob) -> UpdateOutcome:
+        """Extract the turns of ``job`` not yet in memory and store the result.
+
+        If another worker stored part of these turns while we were extracting (the thread's
+        watermark moved), the update is not applied: it would repeat what they applied. Instead
+        the turns after the new watermark are extracted again (bounded number of rounds).
+        """
+        for _ in range(8):
+            try:
+                return self._run_once(job)
+            except _WatermarkMoved:
+                logger.info(
+                    "memory thread %r: another worker stored some of these turns meanwhile; "
+                    "extracting only the rest",
+                    job.thread_id,
+                )
+        return self._run_once(job)
+
+    def _run_once(self, job: CaptureJob) -> UpdateOutcome:
         scope = job.scope
         stored = self.storage.load(scope)
         mark = stored.memory.watermarks.get(job.thread_id)
-        new = turns_after(job.turns, mark.turn if mark else None)
+        seen_mark = mark.turn if mark else None
+        new = turns_after(job.turns, seen_mark, mark.position if mark else None)
         if not has_enough_for_update(new):
             logger.debug(
                 "memory %s/%s thread %s: nothing new to extract",
@@ -122,26 +153,30 @@ class MemoryUpdater:
         # One writer per scope inside this process (extraction above ran unlocked, in parallel):
         # in-process writers then never conflict, and CAS retries are left for other processes.
         with self._scope_locks[hash(scope) % len(self._scope_locks)]:
-            return self._apply_and_save(job, new, extraction, last_turn)
+            return self._apply_and_save(job, new, extraction, last_turn, seen_mark)
 
     def _apply_and_save(
-        self, job: CaptureJob, new: list[Turn], extraction: ExtractionResult, last_turn: str
+        self,
+        job: CaptureJob,
+        new: list[Turn],
+        extraction: ExtractionResult,
+        last_turn: str,
+        seen_mark: str | None,
     ) -> UpdateOutcome:
         scope = job.scope
-        stored = self.storage.load(scope)
-        conflicts = 0
-        while True:
-            mark = stored.memory.watermarks.get(job.thread_id)
+        state: dict[str, Any] = {"report": ApplyReport(), "already": False}
+
+        def mutate(current: Memory) -> Memory | None:
+            """The update applied to ``current`` (None: these turns are stored already)."""
+            mark = current.watermarks.get(job.thread_id)
             if mark is not None and mark.turn == last_turn:
-                logger.info(
-                    "memory thread %r: another writer already applied these turns", job.thread_id
-                )
-                return UpdateOutcome(
-                    "already_applied", stored.revision, len(new), conflicts=conflicts
-                )
+                state["already"] = True
+                return None
+            if (mark.turn if mark else None) != seen_mark:
+                raise _WatermarkMoved  # someone stored some of our turns: do not repeat them
             now = self._clock()
             memory, report = apply_update(
-                stored.memory,
+                current,
                 extraction.update,
                 now=now,
                 threshold=self.config.fact_confidence_threshold,
@@ -149,18 +184,45 @@ class MemoryUpdater:
                 source=job.thread_id,
                 id_factory=self._id_factory,
             )
-            memory = advance_watermark(memory, job.thread_id, last_turn, count=len(new), now=now)
-            try:
-                revision = self.storage.save(scope, memory, stored.revision)
-                break
-            except RevisionConflict:
-                conflicts += 1
-                if conflicts > self._max_conflict_retries:
-                    raise
-                # another process saved first: back off a little (jittered, so competing
-                # writers stop colliding), reload, and re-apply the same update on top of theirs
-                time.sleep(random.uniform(0, min(0.05, 0.002 * 2**conflicts)))
-                stored = self.storage.load(scope)
+            state["report"] = report
+            return advance_watermark(
+                memory,
+                job.thread_id,
+                last_turn,
+                count=len(new),
+                now=now,
+                position=_position(job.turns, last_turn),
+            )
+
+        conflicts = 0
+        atomic_update = getattr(self.storage, "update", None)
+        if callable(atomic_update):
+            # the backend runs read -> apply -> write under its own lock: no conflicts possible
+            revision = atomic_update(scope, mutate)
+        else:
+            stored = self.storage.load(scope)
+            while True:
+                memory = mutate(stored.memory)
+                if memory is None:
+                    revision = stored.revision
+                    break
+                try:
+                    revision = self.storage.save(scope, memory, stored.revision)
+                    break
+                except RevisionConflict:
+                    conflicts += 1
+                    if conflicts > self._max_conflict_retries:
+                        raise
+                    # another process saved first: back off (full jitter, growing, so competing
+                    # writers stop colliding), reload, and re-apply the same update on theirs
+                    time.sleep(random.uniform(0, min(0.25, 0.002 * 2 ** min(conflicts, 10))))
+                    stored = self.storage.load(scope)
+        if state["already"]:
+            logger.info(
+                "memory thread %r: another writer already applied these turns", job.thread_id
+            )
+            return UpdateOutcome("already_applied", revision, len(new), conflicts=conflicts)
+        report = state["report"]
         counts = report.summary()
         logger.info(
             "memory applied for user %r agent %r: revision %d, sections=%d added=%d reinforced=%d "

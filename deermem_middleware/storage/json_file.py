@@ -31,8 +31,9 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Literal
 
@@ -255,22 +256,46 @@ class JSONFileStorage:
                     with self._cache_lock:
                         self._cache[path] = (key, current)
                 raise RevisionConflict(scope, expected_revision, actual)
-            revision = actual + 1
-            document: dict[str, Any] = {
-                REVISION_KEY: revision,
-                SCOPE_KEY: {"user_id": scope.user_id, "agent_name": scope.agent_name},
-                **memory.to_json_dict(),
-            }
-            payload = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8")
-            self._write_atomically(path, payload)
-            stored = StoredMemory(memory, revision)
-            try:
-                key = _file_key(path.stat())
-            except FileNotFoundError:  # pragma: no cover - deleted under our feet
+            return self._store_locked(scope, path, memory, actual + 1)
+
+    def update(self, scope: MemoryScope, mutate: Callable[[Memory], Memory | None]) -> int:
+        """Read, ``mutate`` and write the document under the file lock, as one step: writers in
+        other processes wait instead of conflicting. ``mutate`` returning None writes nothing.
+        Returns the revision after the call."""
+        path = self.path_for(scope)
+        with self._locked(path):
+            current, _ = self._read_or_quarantine(path, scope)
+            revision = current.revision if current is not None else 0
+            memory = mutate(current.memory if current is not None else Memory())
+            if memory is None:
                 return revision
-            with self._cache_lock:
-                self._cache[path] = (key, stored)
+            return self._store_locked(scope, path, memory, revision + 1)
+
+    def _store_locked(self, scope: MemoryScope, path: Path, memory: Memory, revision: int) -> int:
+        document: dict[str, Any] = {
+            REVISION_KEY: revision,
+            SCOPE_KEY: {"user_id": scope.user_id, "agent_name": scope.agent_name},
+            **memory.to_json_dict(),
+        }
+        payload = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8")
+        self._remove_orphan_temps(path)
+        self._write_atomically(path, payload)
+        stored = StoredMemory(memory, revision)
+        try:
+            key = _file_key(path.stat())
+        except FileNotFoundError:  # pragma: no cover - deleted under our feet
             return revision
+        with self._cache_lock:
+            self._cache[path] = (key, stored)
+        return revision
+
+    @staticmethod
+    def _remove_orphan_temps(path: Path) -> None:
+        """Temp files of this document left by a writer that was killed mid-write. Only writers
+        holding the document's exclusive lock create them, and we hold it: all are orphans."""
+        for orphan in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                orphan.unlink()
 
     def _write_atomically(self, path: Path, payload: bytes) -> None:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -79,6 +80,10 @@ class _Writer(Protocol):
         """Delete the item if ``value[field] == expected``."""
         ...
 
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        """The stored revision only (cheap: lets a cached document be reused)."""
+        ...
+
 
 _STORE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
 _STORE_LOCKS_GUARD = threading.Lock()
@@ -101,6 +106,9 @@ class _LockedWriter:
         self.store = store
         self.atomic = atomic
         self._lock = _lock_for(store)
+
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        return self._revision(namespace, key)
 
     def _revision(self, namespace: tuple[str, ...], key: str) -> int | None:
         item = self.store.get(namespace, key)
@@ -190,6 +198,18 @@ class _PostgresWriter:
             )
             return bool(cur.rowcount == 1)
 
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT (value->>'revision')::bigint FROM store WHERE prefix = %s AND key = %s",
+                (".".join(namespace), key),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        value = next(iter(row.values())) if isinstance(row, dict) else row[0]
+        return None if value is None else int(value)
+
 
 class _SqliteWriter:
     """Conditional statements on ``SqliteStore``'s table (the database file lock makes them
@@ -242,6 +262,16 @@ class _SqliteWriter:
             )
             return bool(cur.rowcount == 1)
 
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        if not getattr(self.store, "is_setup", True):
+            self.store.setup()
+        with self.store.lock:
+            row = self.store.conn.execute(
+                "SELECT json_extract(value, '$.revision') FROM store WHERE prefix = ? AND key = ?",
+                (".".join(namespace), key),
+            ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
 
 def _writer_for(store: Any, consistency: Consistency) -> _Writer:
     kind = type(store)
@@ -291,6 +321,11 @@ class StoreStorage:
         self._writer = _writer_for(store, consistency)
         self.journal = StoreJournal(self)
         self._closers: list[Any] = []
+        # documents are frozen: the same object is handed out until the revision changes, so
+        # the selection index (cached by document identity) is reused across model calls
+        self._cache: OrderedDict[MemoryScope, StoredMemory] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._cache_size = 1024
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -308,7 +343,35 @@ class StoreStorage:
 
     # -- the contract -----------------------------------------------------------------------
 
+    def _cached(self, scope: MemoryScope) -> StoredMemory | None:
+        with self._cache_lock:
+            return self._cache.get(scope)
+
+    def _remember(self, scope: MemoryScope, stored: StoredMemory) -> None:
+        with self._cache_lock:
+            self._cache[scope] = stored
+            self._cache.move_to_end(scope)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def _forget_cached(self, scope: MemoryScope) -> None:
+        with self._cache_lock:
+            self._cache.pop(scope, None)
+
     def load(self, scope: MemoryScope) -> StoredMemory:
+        cached = self._cached(scope)
+        if cached is not None:
+            revision = self._writer.revision_of(self.namespace(scope), DOCUMENT_KEY)
+            if revision == cached.revision:
+                return cached
+        stored = self._load_fresh(scope)
+        if stored.revision:
+            self._remember(scope, stored)
+        else:
+            self._forget_cached(scope)
+        return stored
+
+    def _load_fresh(self, scope: MemoryScope) -> StoredMemory:
         item = self.store.get(self.namespace(scope), DOCUMENT_KEY)
         if item is None:
             return StoredMemory(Memory(), 0)
@@ -363,12 +426,14 @@ class StoreStorage:
         if not ok:
             actual = self.load(scope).revision
             raise RevisionConflict(scope, expected_revision, actual)
+        self._remember(scope, StoredMemory(memory, revision))
         return revision
 
     def delete(self, scope: MemoryScope) -> bool:
         namespace = self.namespace(scope)
         existed = self.store.get(namespace, DOCUMENT_KEY) is not None
         self.store.delete(namespace, DOCUMENT_KEY)
+        self._forget_cached(scope)
         return existed
 
     def list_scopes(self) -> list[MemoryScope]:

@@ -357,3 +357,9 @@ def test_burst_of_captures_is_one_extraction_and_threads_are_independent(
     assert len(extractor.calls) == 51
     assert len(mw.get_memory("alice").watermarks) == 51
     mw.close()
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", "a b", "用户", ""])
+def test_agent_name_argument_is_validated_like_the_config(name: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="agent name"):
+        MemoryMiddleware(MemoryConfig(storage_path=str(tmp_path)), agent_name=name)

@@ -365,6 +365,8 @@ def test_storage_errors_do_not_open_the_breaker(tmp_path: Path) -> None:
 
             raise StorageError("disk full")
 
+        update = save
+
     config = _config(tmp_path, debounce_seconds=0, retry_base_seconds=10)
     mw = MemoryMiddleware(config, model=marker_model(), storage=BrokenStorage(tmp_path / "m"))
     mw.capture(conversation("MK-1"), user_id="alice", thread_id="t1")

@@ -376,3 +376,62 @@ def test_conflict_with_a_writer_that_applied_the_same_turns(
     assert outcome.conflicts == 1
     assert storage.load(SCOPE).revision == 1
     assert storage.load(SCOPE).memory.facts == ()
+
+
+class PartialTurnsWriterStorage(ConcurrentWriterStorage):
+    """On the first save, another worker has just stored the *older* turns of the same thread
+    (it handled an earlier capture), with its own fact from them."""
+
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+        self.saves += 1
+        if not self.injected:
+            self.injected = True
+            current = self.inner.load(scope)
+            other = MemoryUpdate(newFacts=[NewFact(content="Works at Acme", confidence=0.9)])
+            theirs, _ = apply_update(
+                current.memory, other, now=NOW, threshold=0.7, max_facts=100, source="thread-1"
+            )
+            theirs = advance_watermark(theirs, "thread-1", "id:m2", count=2, now=NOW, position=2)
+            self.inner.save(scope, theirs, current.revision)
+        return self.inner.save(scope, memory, expected_revision)
+
+
+def test_turns_stored_meanwhile_by_another_worker_are_not_applied_twice(
+    memory_config: MemoryConfig,
+) -> None:
+    """We extracted turns 1-4; meanwhile another worker stored turns 1-2. Applying ours would
+    repeat 1-2, so only turns 3-4 are extracted again and applied."""
+    racing = PartialTurnsWriterStorage(InMemoryStorage())
+    model = ScriptedChatModel(answers=[FIRST_ANSWER, SECOND_ANSWER])
+    outcome = make_updater(racing, model, memory_config).run(
+        CaptureJob(SCOPE, "thread-1", OLD_TURNS + NEW_TURNS)
+    )
+    assert outcome.status == "applied"
+    assert len(model.calls) == 2
+    second_prompt = human_prompt(model, 1)
+    assert "Rust" in second_prompt and "backend developer" not in second_prompt
+    memory = racing.inner.load(SCOPE).memory
+    assert sorted(f.content for f in memory.facts) == ["Learning Rust on weekends", "Works at Acme"]
+    assert memory.watermarks["thread-1"].turn == "id:m4"
+    assert memory.watermarks["thread-1"].position == 4
+
+
+def test_an_older_capture_after_a_newer_one_is_nothing_new(
+    storage: MemoryStorage, memory_config: MemoryConfig
+) -> None:
+    """Worker A stored turns 1-4; worker B then runs its older capture of turns 1-2."""
+    model = ScriptedChatModel(answers=[FIRST_ANSWER])
+    updater = make_updater(storage, model, memory_config)
+    assert updater.run(CaptureJob(SCOPE, "thread-1", OLD_TURNS + NEW_TURNS)).status == "applied"
+    stale = updater.run(CaptureJob(SCOPE, "thread-1", OLD_TURNS))
+    assert stale.status == "nothing_new"
+    assert len(model.calls) == 1
+    # a *trimmed* history (more turns than stored, watermark gone) is still read as new
+    trimmed = (
+        *NEW_TURNS[1:],
+        Turn("user", "New topic: I adopted a cat.", "id:m9"),
+        Turn("assistant", "Congratulations!", "id:m10"),
+        Turn("user", "x y z", "id:m11"),
+        Turn("assistant", "ok then", "id:m12"),
+    )
+    assert updater.run(CaptureJob(SCOPE, "thread-1", trimmed)).status in ("applied", "unchanged")

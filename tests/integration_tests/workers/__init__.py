@@ -1,0 +1,1 @@
+"""Programs the multi-process integration tests start (``python -m`` from the repo root)."""
