@@ -26,7 +26,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+)
 
 __all__ = [
     "FACT_CATEGORIES",
@@ -208,6 +215,18 @@ class History(BaseModel):
     longTermBackground: Section = Field(default_factory=Section)
 
 
+_LIFECYCLE_DEFAULTS: dict[str, Any] = {
+    "sourceKind": None,
+    "lastConfirmedAt": None,
+    "confirmations": 0,
+    "lastInjectedAt": None,
+    "injections": 0,
+    "status": "active",
+    "supersededBy": None,
+    "manual": False,
+}
+
+
 class Fact(BaseModel):
     """A discrete thing we know about the user.
 
@@ -224,6 +243,32 @@ class Fact(BaseModel):
     createdAt: str = ""
     updatedAt: str | None = None
     source: str | None = None
+    # -- lifecycle (all optional: a DeerFlow file without them loads as "active, never
+    # confirmed again, never injected") -------------------------------------------------------
+    sourceKind: Literal["stated", "inferred"] | None = None
+    """Whether the user said it (``stated``) or the model inferred it."""
+    lastConfirmedAt: str | None = None
+    """When a later conversation last confirmed (reinforced) it; decay counts from here."""
+    confirmations: int = 0
+    """How many times a later conversation confirmed it."""
+    lastInjectedAt: str | None = None
+    injections: int = 0
+    status: Literal["active", "superseded", "archived"] = "active"
+    """Only ``active`` facts are injected; the others stay for audit."""
+    supersededBy: str | None = None
+    """The id of the fact that replaced this one (status ``superseded``)."""
+    manual: bool = False
+    """Added or edited by a person: extraction never modifies or removes it."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: Any) -> Any:
+        """Lifecycle keys at their defaults are left out: files stay DeerFlow-shaped and small."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key, default in _LIFECYCLE_DEFAULTS.items():
+                if key in data and data[key] == default:
+                    del data[key]
+        return data
 
     @field_validator("confidence", mode="before")
     @classmethod
