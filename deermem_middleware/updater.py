@@ -77,6 +77,7 @@ class MemoryUpdater:
         clock: Callable[[], datetime] = _utc_now,
         id_factory: Callable[[], str] = new_fact_id,
         max_conflict_retries: int = 200,
+        annotate: Callable[[MemoryScope, Memory], Memory] | None = None,
     ) -> None:
         self.storage = storage
         self._extractor = extractor
@@ -84,6 +85,8 @@ class MemoryUpdater:
         self._clock = clock
         self._id_factory = id_factory
         self._max_conflict_retries = max_conflict_retries
+        self._annotate = annotate
+        """Folds bookkeeping (e.g. injection counts) into a document that is being saved."""
         self._scope_locks = [threading.Lock() for _ in range(64)]  # striped: bounded memory
 
     def run(self, job: CaptureJob) -> UpdateOutcome:
@@ -185,6 +188,8 @@ class MemoryUpdater:
                 id_factory=self._id_factory,
             )
             state["report"] = report
+            if self._annotate is not None:
+                memory = self._annotate(scope, memory)
             return advance_watermark(
                 memory,
                 job.thread_id,

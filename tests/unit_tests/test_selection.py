@@ -587,3 +587,21 @@ def test_environment_overrides_config_not_objects(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("DEERMEM_EMBEDDINGS", "bogus")
     with pytest.raises(ValueError, match="DEERMEM_EMBEDDINGS"):
         resolve_embeddings("auto")
+
+
+def test_recency_breaks_near_ties_but_not_relevance() -> None:
+    old = make_fact(0, "User likes green tea", createdAt="2025-01-01T00:00:00Z")
+    new = make_fact(1, "User likes green tea a lot", createdAt="2026-06-01T00:00:00Z")
+    unrelated = make_fact(2, "User owns a bicycle", createdAt="2026-06-02T00:00:00Z")
+    memory = Memory(facts=(old, new, unrelated))
+    index = FactIndex(memory.facts)
+    recency = index.recency(90.0)
+    assert recency[2] == 1.0 and 0.99 < recency[1] < 1.0 and recency[0] < 0.1
+    picked = FactSelector().select("u", memory, "green tea", top_k=3)
+    assert picked[-1].fact.id == "fact_0002"  # recency never lifts an unrelated fact
+    flat = FactSelector(SelectionParams(recency_weight=0.0)).select(
+        "u", memory, "green tea", top_k=3
+    )
+    assert [p.fact.id for p in flat][-1] == "fact_0002"
+    undated = FactIndex([make_fact(0, "x", createdAt=""), make_fact(1, "y", createdAt="bad")])
+    assert undated.recency(90.0).tolist() == [0.0, 0.0]
