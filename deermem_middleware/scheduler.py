@@ -376,6 +376,12 @@ class DebounceScheduler(Generic[K, P]):
                         excess = len(self._table) - self._max_pending
                         due.extend(self._table.pop_oldest(excess, busy=self._running))
                 for key, payload, first in due:
+                    logger.debug(
+                        "memory update scheduled: %r after %.1fs pending%s",
+                        key,
+                        now - first,
+                        " (flush)" if self._flushing else "",
+                    )
                     self._running.add(key)
                     self._queued += 1
                     self.stats.dispatched += 1
