@@ -3,15 +3,20 @@
 This is the single place that turns (memory, validated update, where it came from, when) into the
 next memory. The updater calls it once, and again after a revision conflict on the freshly loaded
 document — so a concurrent writer's work is kept and ours is re-applied on top.
+
+Facts that decayed below the archive floor are archived here too, on every update: the document
+is only rewritten when a conversation produced an update, so that is when time catches up with it
+(readers that need decay between updates use :func:`~.lifecycle.effective_confidence`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .facts import FactChanges, apply_facts
+from .facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
+from .lifecycle import DEFAULT_ARCHIVE_FLOOR, DEFAULT_HALF_LIFE_DAYS
 from .schema import Memory, MemoryUpdate, Watermark, new_fact_id, utc_now_iso
 from .summaries import apply_sections
 
@@ -32,6 +37,7 @@ class ApplyReport:
         return bool(self.sections) or self.facts.changed
 
     def summary(self) -> dict[str, int]:
+        """Counts for the log line (keys are stable; new ones are only ever appended)."""
         return {
             "sections": len(self.sections),
             "added": len(self.facts.added),
@@ -39,6 +45,10 @@ class ApplyReport:
             "removed": len(self.facts.removed),
             "trimmed": len(self.facts.trimmed),
             "below_threshold": self.facts.below_threshold,
+            "superseded": len(self.facts.superseded),
+            "archived": len(self.facts.archived),
+            "revived": len(self.facts.revived),
+            "kept_manual": len(self.facts.kept_manual),
         }
 
 
@@ -74,8 +84,17 @@ def apply_update(
     max_facts: int,
     source: str | None = None,
     id_factory: Callable[[], str] = new_fact_id,
+    half_lives: Mapping[str, float] | None = None,
+    default_half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    archive_floor: float | None = DEFAULT_ARCHIVE_FLOOR,
+    near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
 ) -> tuple[Memory, ApplyReport]:
-    """Sections first, then facts; ``lastUpdated`` moves only when something changed."""
+    """Sections first, then facts; ``lastUpdated`` moves only when something changed.
+
+    ``half_lives`` (days per category, over :data:`~.lifecycle.DEFAULT_HALF_LIVES`),
+    ``default_half_life_days`` and ``archive_floor`` drive archiving (None or 0: never archive);
+    ``near_duplicate_threshold`` when a new fact reinforces a known one (see :mod:`.facts`).
+    """
     report = ApplyReport()
     memory, report.sections = apply_sections(memory, update, now=now)
     facts, report.facts = apply_facts(
@@ -87,6 +106,10 @@ def apply_update(
         max_facts=max_facts,
         source=source,
         id_factory=id_factory,
+        near_duplicate_threshold=near_duplicate_threshold,
+        archive_floor=archive_floor,
+        half_lives=half_lives,
+        default_half_life_days=default_half_life_days,
     )
     changes: dict[str, object] = {"facts": tuple(facts)}
     if report.changed:

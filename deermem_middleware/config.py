@@ -183,6 +183,13 @@ class MemoryConfig(BaseModel):
     """Longer messages are cut to head + tail before extraction."""
     token_counting: Literal["tiktoken", "char"] = "char"
     """``tiktoken`` is used only when its encoding is already cached locally; never downloaded."""
+    fact_half_life_days: dict[str, float] = Field(default_factory=dict)
+    """Per category, days after which an unconfirmed fact's confidence has halved (over the
+    defaults: goal 60, context 90, behavior 120, preference 180, knowledge 365; correction never
+    decays)."""
+    archive_floor: float | None = Field(default=0.3, ge=0, le=1)
+    """Facts whose decayed confidence falls below it are archived (kept, not injected); null:
+    never archive."""
     guaranteed_categories: list[str] = Field(default_factory=lambda: ["correction"])
     guaranteed_token_budget: int = Field(default=500, ge=0)
     queue_max_depth: int = Field(default=1000, ge=1)

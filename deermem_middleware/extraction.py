@@ -40,6 +40,7 @@ from .schema import (
     MAX_FACTS_PER_UPDATE,
     MAX_REMOVALS_PER_UPDATE,
     MAX_SUMMARY_CHARS,
+    MAX_SUPERSEDES_PER_FACT,
     USER_FIELDS,
     Fact,
     HistoryUpdate,
@@ -128,18 +129,30 @@ def update_json_schema(
     Strict-mode compatible (every property required, no additional properties, no numeric ranges).
     ``string_caps`` adds ``maxLength`` to strings: grammar-constrained local servers need it,
     OpenAI's strict mode rejects it (lists keep ``maxItems`` either way). ``fact_ids``: the ids
-    shown in the prompt; ``factsToRemove`` may then only name those (a constrained decoder cannot
-    invent ids, and with no facts shown it cannot remove anything).
+    shown in the prompt; ``factsToRemove`` and each new fact's ``supersedes`` may then only name
+    those (a constrained decoder cannot invent ids, and with no facts shown it cannot remove or
+    replace anything).
     """
-    removal_item: dict[str, Any] = {"type": "string"}
-    removals: dict[str, Any] = {"type": "array", "maxItems": MAX_REMOVALS_PER_UPDATE}
-    if fact_ids is not None:
-        ids = list(dict.fromkeys(fact_ids))
-        if ids:
-            removal_item["enum"] = ids
-        else:
-            removals["maxItems"] = 0
-    removals["items"] = removal_item
+    ids = None if fact_ids is None else list(dict.fromkeys(fact_ids))
+
+    def id_list(max_items: int, description: str) -> dict[str, Any]:
+        item: dict[str, Any] = {"type": "string"}
+        schema: dict[str, Any] = {
+            "type": "array",
+            "description": description,
+            "maxItems": max_items,
+        }
+        if ids is not None:
+            if ids:
+                item["enum"] = ids
+            else:
+                schema["maxItems"] = 0
+        schema["items"] = item
+        return schema
+
+    removals = id_list(
+        MAX_REMOVALS_PER_UPDATE, "Ids of facts that were wrong or that the user asked to forget."
+    )
 
     def group(names: Sequence[str]) -> dict[str, Any]:
         return {
@@ -169,8 +182,17 @@ def update_json_schema(
                         ),
                         "category": {"type": "string", "enum": list(FACT_CATEGORIES)},
                         "confidence": {"type": "number", "description": "From 0.0 to 1.0."},
+                        "sourceKind": {
+                            "type": "string",
+                            "enum": ["stated", "inferred"],
+                            "description": "stated: the user said it explicitly.",
+                        },
+                        "supersedes": id_list(
+                            MAX_SUPERSEDES_PER_FACT,
+                            "Ids of facts this one replaces because something changed.",
+                        ),
                     },
-                    "required": ["content", "category", "confidence"],
+                    "required": ["content", "category", "confidence", "sourceKind", "supersedes"],
                     "additionalProperties": False,
                 },
             },
@@ -437,9 +459,13 @@ def _neutralise_tags(text: str) -> str:
 
 
 def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[Fact]:
-    """The facts shown to the extractor: all of them, or the ``max_facts`` most related to the new
-    turns (those are the ones it may reinforce or contradict)."""
-    facts = list(memory.facts)
+    """The facts shown to the extractor: the active ones, all of them or the ``max_facts`` most
+    related to the new turns (those are the ones it may reinforce, replace or contradict).
+
+    Superseded and archived facts are history: shown, the model would restate or re-add them. An
+    archived fact the user states again is revived by the fact algebra without being shown.
+    """
+    facts = [f for f in memory.facts if f.status == "active"]
     if len(facts) <= max_facts:
         return facts
     from .selection import FactIndex, SelectionParams, SelectionQuery, rank, score_facts

@@ -1,26 +1,52 @@
-"""The fact algebra: add, reinforce, remove, trim (pure; clock and id factory injected).
+"""The fact algebra: add, reinforce, supersede, remove, archive, trim (pure; clock, ids injected).
 
-Rules:
-- a new fact below ``threshold`` confidence is not kept (DeerFlow's ``fact_confidence_threshold``);
-- a new fact equal to a known one after normalisation (case, width, whitespace, trailing
-  punctuation) *reinforces* it — confidence becomes the max of both, ``updatedAt`` moves — instead
-  of piling up duplicates;
-- ``factsToRemove`` removes by id; unknown ids are ignored and reported;
-- the list is trimmed to ``max_facts`` keeping the most confident, then the most recent.
+Rules, in the order they apply:
+
+1. ``factsToRemove`` deletes by id (the fact was wrong, or the user asked to forget it); unknown
+   ids are ignored and reported.
+2. A new fact below ``threshold`` confidence is not kept (DeerFlow's ``fact_confidence_threshold``).
+3. A new fact that *near-duplicates* an active fact (:func:`is_near_duplicate`; equality after
+   :func:`normalize_fact_text` is the exact special case) *reinforces* it instead of piling up a
+   twin: confidence becomes the max of both, ``updatedAt`` and ``lastConfirmedAt`` move to now,
+   ``confirmations`` grows by one (once per update). An *archived* fact stated again is revived
+   the same way. Superseded facts are history and never matched.
+4. ``supersedes`` on a new fact marks the facts it replaces (the user changed something) as
+   ``superseded`` with ``supersededBy`` = the new fact's id; they stay in the document as an audit
+   trail. Unknown ids are ignored and reported.
+5. Active facts whose decayed confidence fell below a floor are archived (:mod:`.lifecycle`).
+6. The list is trimmed to ``max_facts``: superseded/archived facts go first (oldest first), then
+   the least confident active ones (ties: least recent).
+
+Facts written by a person (``manual``) are never changed by extraction: removals and supersedes
+naming them are ignored, a near-duplicate of one is dropped instead of reinforcing it, and trimming
+never drops one. All of these are reported as ``kept_manual``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
+from typing import Final
 
+from .lifecycle import DEFAULT_HALF_LIFE_DAYS, archive_decayed, last_confirmed
 from .schema import Fact, NewFact, new_fact_id, utc_now_iso
 
-__all__ = ["FactChanges", "apply_facts", "normalize_fact_text", "trim_facts"]
+__all__ = [
+    "NEAR_DUPLICATE_THRESHOLD",
+    "FactChanges",
+    "apply_facts",
+    "fact_similarity",
+    "is_near_duplicate",
+    "normalize_fact_text",
+    "trim_facts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,42 +67,203 @@ def normalize_fact_text(text: str) -> str:
     return stripped or folded
 
 
+# -- near-duplicates ----------------------------------------------------------------------------
+
+NEAR_DUPLICATE_THRESHOLD: Final = 0.85
+"""Character 3-gram Jaccard similarity (of the texts without articles, pronouns, the word "user"
+and plural/third-person ``s``) from which two facts are the same fact.
+
+Chosen from pairs an extraction model actually produces: rewordings of one fact sit above it
+("User prefers dark mode" / "The user prefers dark mode." = 1.0; "every single morning" or "with
+old friends" for "every morning", "with friends" in a ten-word sentence ≈ 0.86–0.90); different
+facts sharing most of their words sit below ("User uses MySQL" / "User uses PostgreSQL" ≈ 0.28,
+"daughter"/"son" in a ten-word sentence ≈ 0.71, "User is a senior engineer" / "… now" ≈ 0.82,
+"a cup of" inserted ≈ 0.84). Character n-grams alone cannot see that "since 2021" and "since 2022"
+(0.92) or "Python over Java" and "Java over Python" (0.92) differ, so :func:`is_near_duplicate`
+also requires the same numbers, the same negations, no word *replaced* by another, and the same
+word order. A missed merge costs a near-twin line that decay and trimming clean up; a wrong merge
+silently loses a new fact — hence the precision-first choice."""
+
+_STOP_WORDS: Final = frozenset(
+    {"a", "an", "the", "user", "s", "their", "his", "her", "its", "they", "he", "she", "them"}
+)
+"""Words that do not change which fact is meant ("The user's …" / "User's …")."""
+_WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nor|neither|none|nothing|nobody|without|cannot)\b|n['’]t\b"
+    r"|[不没沒无無别別]"
+)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def _stem(word: str) -> str:
+    """Plural / third-person ``s`` only ("prefers" = "prefer"); tense and aspect ("learned",
+    "learning") are kept apart on purpose: they can be different facts."""
+    if len(word) > 3 and not word.endswith(("ss", "us", "is")):
+        if word.endswith("ies") and len(word) > 4:
+            return word[:-3] + "y"
+        if word.endswith("s"):
+            return word[:-1]
+    return word
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What near-duplicate detection compares of one text."""
+
+    words: tuple[str, ...]
+    grams: frozenset[str]
+    numbers: tuple[str, ...]
+    negations: int
+
+
+@lru_cache(maxsize=8192)
+def _shape(text: str) -> _Shape:
+    normalized = normalize_fact_text(text)
+    words = tuple(_stem(w) for w in _WORD.findall(normalized) if w not in _STOP_WORDS)
+    key = " ".join(words) or normalized
+    padded = f" {key} "
+    grams = frozenset(padded[i : i + 3] for i in range(max(1, len(padded) - 2)))
+    return _Shape(
+        words=words,
+        grams=grams,
+        numbers=tuple(sorted(_NUMBER.findall(normalized))),
+        negations=len(_NEGATION.findall(normalized)),
+    )
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def fact_similarity(a: str, b: str) -> float:
+    """Character 3-gram Jaccard similarity of two fact texts in [0, 1] (see
+    :data:`NEAR_DUPLICATE_THRESHOLD` for what is compared)."""
+    return _jaccard(_shape(a).grams, _shape(b).grams)
+
+
+def _near_duplicate(x: _Shape, y: _Shape, threshold: float) -> float | None:
+    """The similarity when ``x`` and ``y`` are the same fact, else None."""
+    small, large = sorted((len(x.grams), len(y.grams)))
+    if large and small / large < threshold:  # Jaccard ≤ |small| / |large|: skip the set work
+        return None
+    score = _jaccard(x.grams, y.grams)
+    if score < threshold:
+        return None
+    if score < 1.0:
+        if x.numbers != y.numbers or x.negations != y.negations:
+            return None  # "since 2021" / "since 2022", "likes" / "does not like"
+        only_x = {w for w in set(x.words) - set(y.words) if not _CJK.search(w)}
+        only_y = {w for w in set(y.words) - set(x.words) if not _CJK.search(w)}
+        if only_x and only_y:
+            return None  # a word replaced by another: "daughter" / "son"
+        if Counter(x.words) == Counter(y.words) and x.words != y.words:
+            return None  # same words, another order: "Python over Java" / "Java over Python"
+    return score
+
+
+def is_near_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_THRESHOLD) -> bool:
+    """Do ``a`` and ``b`` state the same fact (exactly, after normalisation, or near enough)?"""
+    if normalize_fact_text(a) == normalize_fact_text(b):
+        return True
+    return _near_duplicate(_shape(a), _shape(b), threshold) is not None
+
+
 @dataclass
 class FactChanges:
-    """What an application of new facts and removals did, for logs and reports."""
+    """What an application of new facts and removals did, for logs and reports (fact ids)."""
 
     added: list[str] = field(default_factory=list)
     reinforced: list[str] = field(default_factory=list)
+    """Known facts a new fact confirmed (each once), revived ones included."""
     removed: list[str] = field(default_factory=list)
     trimmed: list[str] = field(default_factory=list)
     below_threshold: int = 0
     unknown_removals: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    """Facts a new fact replaced (now ``status="superseded"``, kept for audit)."""
+    archived: list[str] = field(default_factory=list)
+    """Facts archived in this update because their decayed confidence fell below the floor."""
+    revived: list[str] = field(default_factory=list)
+    """Archived facts a new fact stated again: active again (also listed in ``reinforced``)."""
+    kept_manual: list[str] = field(default_factory=list)
+    """Manual facts the update tried to remove, supersede or rewrite: left as they are."""
+    unknown_supersedes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.reinforced or self.removed or self.trimmed)
+        return bool(
+            self.added
+            or self.reinforced
+            or self.removed
+            or self.trimmed
+            or self.superseded
+            or self.archived
+        )
 
 
-def _recency(fact: Fact) -> str:
-    return fact.updatedAt or fact.createdAt or ""
+def _recency(fact: Fact) -> float:
+    moment = last_confirmed(fact)
+    return moment.timestamp() if moment is not None else -math.inf
 
 
 def trim_facts(facts: Sequence[Fact], max_facts: int) -> tuple[list[Fact], list[Fact]]:
-    """Keep the ``max_facts`` most confident facts (ties: most recently updated); keep order.
+    """Keep at most ``max_facts`` facts, in their order; returns (kept, dropped).
 
-    Returns (kept, dropped).
+    Dropped first: superseded and archived facts, oldest first (they are history); then active
+    facts, least confident first (ties: least recently confirmed). Manual facts are never dropped,
+    even when they alone exceed ``max_facts``.
     """
     if max_facts < 0 or len(facts) <= max_facts:
         return list(facts), []
-    ranked = sorted(
-        range(len(facts)),
-        key=lambda i: (facts[i].confidence, _recency(facts[i]), i),
-        reverse=True,
-    )
-    keep = set(ranked[:max_facts])
+
+    def worth(i: int) -> tuple[bool, bool, float, float, int]:
+        fact = facts[i]
+        active = fact.status == "active"
+        return (fact.manual, active, fact.confidence if active else 0.0, _recency(fact), i)
+
+    ranked = sorted(range(len(facts)), key=worth, reverse=True)
+    manual = sum(1 for f in facts if f.manual)
+    keep = set(ranked[: max(max_facts, manual)])
     kept = [f for i, f in enumerate(facts) if i in keep]
     dropped = [f for i, f in enumerate(facts) if i not in keep]
     return kept, dropped
+
+
+def _note(ids: list[str], fact_id: str) -> None:
+    if fact_id not in ids:
+        ids.append(fact_id)
+
+
+class _Matcher:
+    """Finds the fact a proposal restates: exact normalised text first, then the most similar
+    near-duplicate. Candidates are active and archived facts (superseded ones are history)."""
+
+    def __init__(self, facts: list[Fact], threshold: float) -> None:
+        self._facts = facts  # the list being built: appended to as facts are added
+        self._threshold = threshold
+
+    def find(self, content: str) -> int | None:
+        key = normalize_fact_text(content)
+        shape = _shape(content)
+        best: tuple[int, float, int] | None = None  # (exact, score, -index) of the best so far
+        best_index: int | None = None
+        for index, fact in enumerate(self._facts):
+            if fact.status == "superseded":
+                continue
+            if normalize_fact_text(fact.content) == key:
+                rank = (2 if fact.status == "active" else 1, 1.0, -index)
+            else:
+                score = _near_duplicate(shape, _shape(fact.content), self._threshold)
+                if score is None:
+                    continue
+                rank = (0, score + (0.5 if fact.status == "active" else 0.0), -index)
+            if best is None or rank > best:
+                best, best_index = rank, index
+        return best_index
 
 
 def apply_facts(
@@ -89,56 +276,132 @@ def apply_facts(
     max_facts: int,
     source: str | None = None,
     id_factory: Callable[[], str] = new_fact_id,
+    near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
+    archive_floor: float | None = None,
+    half_lives: Mapping[str, float] | None = None,
+    default_half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
 ) -> tuple[list[Fact], FactChanges]:
-    """Apply removals, then additions/reinforcements, then the cap. Never mutates its inputs."""
+    """Removals, additions/reinforcements, supersedes, archiving, then the cap (module docstring).
+
+    ``archive_floor`` None (the default here; :func:`~.apply.apply_update` passes one) archives
+    nothing. Never mutates its inputs.
+    """
     stamp = utc_now_iso(now)
     changes = FactChanges()
 
-    removals = set(remove_ids)
-    present = {f.id for f in facts}
-    changes.unknown_removals = sorted(removals - present)
+    # 1. removals (manual facts are protected)
+    by_id = {f.id: f for f in facts}
+    removals = list(dict.fromkeys(remove_ids))
+    changes.unknown_removals = sorted(i for i in removals if i not in by_id)
     for fact_id in changes.unknown_removals:
         logger.info("factsToRemove: unknown fact id %r ignored", fact_id)
-    result = [f for f in facts if f.id not in removals]
-    changes.removed = [f.id for f in facts if f.id in removals]
+    drop: set[str] = set()
+    for fact_id in removals:
+        if fact_id not in by_id:
+            continue
+        if by_id[fact_id].manual:
+            logger.info("factsToRemove: manual fact %r kept (extraction never removes it)", fact_id)
+            _note(changes.kept_manual, fact_id)
+        else:
+            drop.add(fact_id)
+    result = [f for f in facts if f.id not in drop]
+    changes.removed = [f.id for f in facts if f.id in drop]
 
-    by_key = {normalize_fact_text(f.content): i for i, f in enumerate(result)}
+    # 2. additions and reinforcements
+    matcher = _Matcher(result, near_duplicate_threshold)
+    touched: set[str] = set()  # added or confirmed by this update: not stale, confirmed once
+    replacements: list[tuple[str, list[str]]] = []
     for proposal in new_facts:
         if proposal.confidence < threshold:
             changes.below_threshold += 1
             logger.debug(
-                "new fact below threshold (%.2f < %.2f): %r",
+                "new fact below threshold (%.2f < %.2f): %r%s",
                 proposal.confidence,
                 threshold,
                 proposal.content[:80],
+                f"; its supersedes {proposal.supersedes} ignored" if proposal.supersedes else "",
             )
             continue
-        key = normalize_fact_text(proposal.content)
-        if key in by_key:
-            index = by_key[key]
+        index = matcher.find(proposal.content)
+        if index is None:
+            fact = Fact(
+                id=id_factory(),
+                content=proposal.content,
+                category=proposal.category,
+                confidence=proposal.confidence,
+                createdAt=stamp,
+                updatedAt=stamp,
+                source=source,
+                sourceKind=proposal.sourceKind or "inferred",
+            )
+            result.append(fact)
+            changes.added.append(fact.id)
+            touched.add(fact.id)
+            target = fact.id
+        else:
             known = result[index]
-            result[index] = known.model_copy(
-                update={
+            target = known.id
+            if known.manual:
+                logger.info(
+                    "new fact %r restates manual fact %s: kept as written",
+                    proposal.content[:80],
+                    known.id,
+                )
+                _note(changes.kept_manual, known.id)
+            else:
+                update: dict[str, object] = {
                     "confidence": max(known.confidence, proposal.confidence),
                     "updatedAt": stamp,
                 }
-            )
-            if known.id not in changes.added and known.id not in changes.reinforced:
-                changes.reinforced.append(known.id)
-            continue
-        fact = Fact(
-            id=id_factory(),
-            content=proposal.content,
-            category=proposal.category,
-            confidence=proposal.confidence,
-            createdAt=stamp,
-            updatedAt=stamp,
-            source=source,
-        )
-        by_key[key] = len(result)
-        result.append(fact)
-        changes.added.append(fact.id)
+                if proposal.sourceKind == "stated":
+                    update["sourceKind"] = "stated"  # said outright now: never downgraded
+                if known.id not in touched:  # one conversation confirms a fact once
+                    update["lastConfirmedAt"] = stamp
+                    update["confirmations"] = known.confirmations + 1
+                    if known.status == "archived":
+                        update["status"] = "active"
+                        changes.revived.append(known.id)
+                    changes.reinforced.append(known.id)
+                    touched.add(known.id)
+                result[index] = known.model_copy(update=update)
+        if proposal.supersedes:
+            replacements.append((target, proposal.supersedes))
 
+    # 3. supersedes
+    positions = {f.id: i for i, f in enumerate(result)}
+    for replacement, old_ids in replacements:
+        for old_id in old_ids:
+            if old_id == replacement or old_id in drop:
+                continue
+            position = positions.get(old_id)
+            if position is None:
+                logger.info("supersedes: unknown fact id %r ignored", old_id)
+                _note(changes.unknown_supersedes, old_id)
+                continue
+            old = result[position]
+            if old.manual:
+                logger.info(
+                    "supersedes: manual fact %r kept (extraction never replaces it)", old_id
+                )
+                _note(changes.kept_manual, old_id)
+                continue
+            if old.status == "superseded":
+                logger.debug(
+                    "supersedes: fact %r already superseded by %r", old_id, old.supersededBy
+                )
+                continue
+            result[position] = old.model_copy(
+                update={"status": "superseded", "supersededBy": replacement, "updatedAt": stamp}
+            )
+            changes.superseded.append(old_id)
+
+    # 4. decay
+    if archive_floor is not None and archive_floor > 0:
+        result, changes.archived = archive_decayed(
+            result, now, archive_floor, half_lives, default_half_life_days, keep=touched
+        )
+
+    # 5. the cap
     result, dropped = trim_facts(result, max_facts)
     changes.trimmed = [f.id for f in dropped]
     if changes.trimmed:

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_FACT_CHARS",
     "MAX_REMOVALS_PER_UPDATE",
     "MAX_SUMMARY_CHARS",
+    "MAX_SUPERSEDES_PER_FACT",
     "SECTION_FIELDS",
     "USER_FIELDS",
     "Fact",
@@ -53,6 +54,7 @@ __all__ = [
     "NewFact",
     "Section",
     "SectionUpdate",
+    "SourceKind",
     "UserContext",
     "UserUpdate",
     "Watermark",
@@ -81,6 +83,11 @@ MAX_FACT_CHARS: Final = 400
 MAX_FACTS_PER_UPDATE: Final = 20
 MAX_REMOVALS_PER_UPDATE: Final = 20
 MAX_FACT_ID_CHARS: Final = 80
+MAX_SUPERSEDES_PER_FACT: Final = 5
+"""Old facts one new fact may replace: a change of mind replaces one or two facts, and a cap keeps
+a looping model from marking the whole memory as history with one item."""
+
+SourceKind = Literal["stated", "inferred"]
 
 
 def utc_now_iso(now: datetime | None = None) -> str:
@@ -245,7 +252,7 @@ class Fact(BaseModel):
     source: str | None = None
     # -- lifecycle (all optional: a DeerFlow file without them loads as "active, never
     # confirmed again, never injected") -------------------------------------------------------
-    sourceKind: Literal["stated", "inferred"] | None = None
+    sourceKind: SourceKind | None = None
     """Whether the user said it (``stated``) or the model inferred it."""
     lastConfirmedAt: str | None = None
     """When a later conversation last confirmed (reinforced) it; decay counts from here."""
@@ -377,7 +384,61 @@ class SectionUpdate(BaseModel):
         return "" if is_invisible(value) else value
 
 
+_SOURCE_KIND_ALIASES: Final = {
+    "stated": "stated",
+    "explicit": "stated",
+    "said": "stated",
+    "user": "stated",
+    "inferred": "inferred",
+    "implicit": "inferred",
+    "implied": "inferred",
+    "inference": "inferred",
+    "guess": "inferred",
+}
+
+
+def _source_kind(value: Any) -> Any:
+    """Near-miss spellings map onto the two kinds; anything else is "not said" (None), so a
+    model's odd label costs the fact its provenance, never the fact itself."""
+    if value is None or not isinstance(value, str):
+        return None
+    return _SOURCE_KIND_ALIASES.get(re.sub(r"[^a-z]", "", value.strip().lower()))
+
+
+def _fact_ids(limit: int) -> BeforeValidator:
+    """A lenient list of fact ids: one bare id becomes a list, ``{"id": ...}`` objects are
+    unwrapped, blank/over-long/non-string items are dropped, duplicates collapse, the list is
+    capped. A bad id must not cost the fact that names it."""
+
+    def clean(value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple):
+            return []
+        ids: list[str] = []
+        for item in value:
+            if isinstance(item, Mapping):
+                item = item.get("id")
+            if not isinstance(item, str):
+                continue
+            item = item.strip()
+            if item and len(item) <= MAX_FACT_ID_CHARS and item not in ids:
+                ids.append(item)
+        return ids[:limit]
+
+    return BeforeValidator(clean)
+
+
 class NewFact(BaseModel):
+    """One fact proposed by the extraction.
+
+    ``supersedes`` names existing facts this one *replaces* (the user changed something: they are
+    kept as history, marked ``superseded``), as opposed to ``factsToRemove`` (they were wrong or the
+    user asked to forget them: deleted). ``sourceKind`` says whether the user said it explicitly.
+    """
+
     model_config = _LLM
 
     content: Annotated[
@@ -389,6 +450,10 @@ class NewFact(BaseModel):
     category: Annotated[FactCategory, BeforeValidator(_category)] = "context"
     confidence: float = Field(
         default=0.8, description="How sure you are, from 0.0 (guess) to 1.0 (stated explicitly)."
+    )
+    sourceKind: Annotated[SourceKind | None, BeforeValidator(_source_kind)] = None
+    supersedes: Annotated[list[str], _fact_ids(MAX_SUPERSEDES_PER_FACT)] = Field(
+        default_factory=list
     )
 
     @field_validator("content", mode="after")

@@ -186,6 +186,8 @@ class MemoryUpdater:
                 max_facts=self.config.max_facts,
                 source=job.thread_id,
                 id_factory=self._id_factory,
+                half_lives=self.config.fact_half_life_days or None,
+                archive_floor=self.config.archive_floor,
             )
             state["report"] = report
             if self._annotate is not None:
@@ -231,16 +233,20 @@ class MemoryUpdater:
         counts = report.summary()
         logger.info(
             "memory applied for user %r agent %r: revision %d, sections=%d added=%d reinforced=%d "
-            "removed=%d trimmed=%d below_threshold=%d conflicts=%d",
+            "superseded=%d removed=%d archived=%d trimmed=%d below_threshold=%d kept_manual=%d "
+            "conflicts=%d",
             scope.user_id,
             scope.agent_name,
             revision,
             counts["sections"],
             counts["added"],
             counts["reinforced"],
+            counts.get("superseded", 0),
             counts["removed"],
+            counts.get("archived", 0),
             counts["trimmed"],
             counts["below_threshold"],
+            counts.get("kept_manual", 0),
             conflicts,
         )
         return UpdateOutcome(

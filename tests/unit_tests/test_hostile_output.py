@@ -24,6 +24,7 @@ import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,13 @@ from deermem_middleware.schema import (
     Section,
     UserContext,
     is_invisible,
+    utc_now_iso,
 )
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryStorage
 from deermem_middleware.updater import CaptureJob, UpdateOutcome
 from tests.helpers import ScriptedChatModel
 
-STAMP = "2025-01-01T00:00:00Z"
+STAMP = utc_now_iso(datetime.now(UTC) - timedelta(days=30))  # recent: no decay
 PRE_FACTS = (
     Fact(
         id="fact_pre_tea",
