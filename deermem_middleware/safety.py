@@ -444,11 +444,12 @@ def _windows(text: str) -> list[str]:
     return [text[i : i + _WINDOW] for i in range(0, len(text) - _OVERLAP, step)]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1 << 17)
 def assess_memory_text(text: str) -> TextAssessment:
     """Classify one remembered string (a fact or a summary) and say which rule decided.
 
-    Cached: the same facts are rendered on every model call.
+    Cached (and warmed when a memory revision is indexed, off the model-call path): the same
+    facts are rendered on every model call.
     """
     directive: str | None = None
     for window in _windows(text):

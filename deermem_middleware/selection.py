@@ -40,6 +40,7 @@ from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 
 from .embeddings import EmbeddingStore
 from .filtering import Turn
+from .safety import assess_memory_text
 from .schema import Fact, Memory
 
 __all__ = [
@@ -506,6 +507,9 @@ class FactSelector:
         if index is None:
             # only active facts are candidates: superseded and archived ones stay for audit
             active = [f for f in memory.facts if f.status == "active"]
+            for fact in active:  # classify once per text now, not on the model-call path
+                assess_memory_text(fact.content)
+                assess_memory_text(fact.category)
             index = FactIndex(
                 active,
                 self.params.method,

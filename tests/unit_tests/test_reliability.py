@@ -375,3 +375,15 @@ def test_storage_errors_do_not_open_the_breaker(tmp_path: Path) -> None:
     assert mw.breaker.failures == 0
     assert len(mw.journal.entries()) == 1  # type: ignore[union-attr]
     mw.close(timeout=0)
+
+
+def test_shorter_entry_written_over_a_longer_one_reads_cleanly(tmp_path: Path) -> None:
+    """Entries are overwritten in place and cut to length; bytes left after the JSON object (a
+    crash between the write and the cut) are ignored."""
+    journal = FileJournal(tmp_path / "pending")
+    journal.put(SCOPE, "t", turns("a much longer first message " * 20, "and its answer"))
+    journal.put(SCOPE, "t", turns("short", "ok"))
+    assert [len(e.turns[0].text) for e in journal.entries()] == [5]
+    path = journal.path_for(SCOPE, "t")
+    path.write_bytes(path.read_bytes() + b' "left over from a longer entry"}')
+    assert [e.turns[0].text for e in journal.entries()] == ["short"]
