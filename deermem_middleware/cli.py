@@ -604,18 +604,7 @@ def _explain(args: argparse.Namespace) -> int:
         )
         config = middleware.config
         guaranteed = list(rendered.guaranteed)
-        skip = {g.fact.id for g in guaranteed}
-        # ranked as explain_memory ranks: top_k picks besides the guaranteed facts
-        ranked = [
-            s
-            for s in middleware.select_facts(
-                messages,
-                user_id=scope.user_id,
-                agent_name=scope.agent_name,
-                top_k=config.top_k + len(skip),
-            )
-            if s.fact.id not in skip
-        ][: config.top_k]
+        ranked = list(rendered.ranked)  # exactly the picks the block was built from
         params = middleware.selector.params
         semantic_on = middleware.selector.semantic
         active = sum(1 for f in middleware.storage.load(scope).memory.facts if f.status == "active")

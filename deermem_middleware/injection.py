@@ -160,8 +160,11 @@ class RenderedMemory:
 
     text: str
     facts: tuple[ScoredFact, ...] = ()
+    """The relevance picks that made it into the block."""
     guaranteed: tuple[ScoredFact, ...] = ()
     tokens: int = 0
+    ranked: tuple[ScoredFact, ...] = ()
+    """Every relevance pick offered, best first (those that did not fit included)."""
 
 
 def render_memory_block(
@@ -298,4 +301,5 @@ def render_memory(
         tuple(shown),
         tuple(shown_guaranteed),
         used,
+        tuple(facts),
     )

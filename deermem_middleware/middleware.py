@@ -429,19 +429,14 @@ class MemoryMiddleware(AgentMiddleware):
         """The block and what is in it: the guaranteed facts, the relevance picks that fit (with
         their score parts) and the block's tokens. What ``deermem explain`` prints."""
         scope = self.scope(user_id, agent_name)
-        memory = self.storage.load(scope).memory
+        memory = self.storage.load(scope).memory  # loaded once per model call
         if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
             return RenderedMemory("")
         guaranteed = self._guaranteed_facts(memory)
         skip = {g.fact.id for g in guaranteed}
         selected = [
             s
-            for s in self.select_facts(
-                messages,
-                user_id=user_id,
-                agent_name=agent_name,
-                top_k=self.config.top_k + len(skip),
-            )
+            for s in self._select(scope, memory, messages, self.config.top_k + len(skip))
             if s.fact.id not in skip
         ][: self.config.top_k]
         return render_memory(
@@ -472,7 +467,15 @@ class MemoryMiddleware(AgentMiddleware):
     ) -> list[ScoredFact]:
         """The facts most relevant to this conversation, best first, with their score parts."""
         scope = self.scope(user_id, agent_name)
-        memory = self.storage.load(scope).memory
+        return self._select(scope, self.storage.load(scope).memory, messages, top_k)
+
+    def _select(
+        self,
+        scope: MemoryScope,
+        memory: Memory,
+        messages: Sequence[BaseMessage],
+        top_k: int | None,
+    ) -> list[ScoredFact]:
         if not memory.facts:
             return []
         turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
