@@ -188,7 +188,6 @@ class FileJournal:
         self._fsync = fsync
         self._lock = threading.Lock()
         self._made: set[Path] = set()
-        self._remove_orphan_temps()
 
     def path_for(self, scope: MemoryScope, thread_id: str) -> Path:
         return (
@@ -245,23 +244,7 @@ class FileJournal:
             if not path.name.startswith("."):
                 yield path
 
-    def _remove_orphan_temps(self, older_than: float = 600.0) -> None:
-        """Temp files of writes interrupted by a crash: their writer (pid in the name) is gone on
-        this machine, or they are older than any live write could be."""
-        if not self.root.is_dir():
-            return
-        cutoff = time.time() - older_than
-        for temp in self.root.glob("*/*/.*.tmp"):
-            parts = temp.name.rsplit(".", 3)
-            pid = int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else 0
-            with contextlib.suppress(OSError):
-                if (pid and pid != os.getpid() and not _pid_alive(pid)) or (
-                    temp.stat().st_mtime < cutoff
-                ):
-                    temp.unlink()
-
     def entries(self) -> list[JournalEntry]:
-        self._remove_orphan_temps()
         found: list[JournalEntry] = []
         for path in self._files():
             try:
