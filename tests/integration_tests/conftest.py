@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,21 @@ def local_llm() -> Iterator[LocalLLMServer]:
     require_local_llm()
     with LocalLLMServer() as server:
         yield server
+
+
+REQUIRE_POSTGRES = os.environ.get("DEERMEM_REQUIRE_POSTGRES") == "1"
+
+
+def postgres_dsn() -> str:
+    """``$DEERMEM_TEST_DSN``; skip without it (or, under DEERMEM_REQUIRE_POSTGRES=1, fail)."""
+    dsn = os.environ.get("DEERMEM_TEST_DSN")
+    if not dsn:
+        if REQUIRE_POSTGRES:
+            pytest.fail("DEERMEM_REQUIRE_POSTGRES=1 but DEERMEM_TEST_DSN is not set")
+        pytest.skip('no PostgreSQL: run `eval "$(.ci/postgres.sh start)"` to test against one')
+    return dsn
+
+
+def storage_location(backend: str, tmp_path: Path) -> str:
+    """Where worker processes keep memory: a folder (``file``) or the test PostgreSQL."""
+    return str(tmp_path / "memory") if backend == "file" else postgres_dsn()

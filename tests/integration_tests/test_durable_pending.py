@@ -16,20 +16,10 @@ from deermem_middleware import MemoryMiddleware
 from tests.integration_tests.workers.common import is_dsn, open_target, writer_config
 from tests.marker_model import MarkerChatModel, marker_of
 
+from .conftest import storage_location
+
 ROOT = Path(__file__).resolve().parents[2]
-DSN = os.environ.get("DEERMEM_TEST_DSN")
-REQUIRE_POSTGRES = os.environ.get("DEERMEM_REQUIRE_POSTGRES") == "1"
 MARKERS = ["K1-C001", "K1-C002", "K1-C003"]
-
-
-def _location(backend: str, tmp_path: Path) -> str:
-    if backend == "file":
-        return str(tmp_path / "memory")
-    if not DSN:
-        if REQUIRE_POSTGRES:
-            pytest.fail("DEERMEM_REQUIRE_POSTGRES=1 but DEERMEM_TEST_DSN is not set")
-        pytest.skip('no PostgreSQL: run `eval "$(.ci/postgres.sh start)"` to test against one')
-    return DSN
 
 
 def _restart(location: str) -> tuple[MemoryMiddleware, MarkerChatModel]:
@@ -42,7 +32,7 @@ def _restart(location: str) -> tuple[MemoryMiddleware, MarkerChatModel]:
 
 @pytest.mark.parametrize("backend", ["file", "postgres"])
 def test_pending_captures_survive_sigkill_exactly_once(tmp_path: Path, backend: str) -> None:
-    location = _location(backend, tmp_path)
+    location = storage_location(backend, tmp_path)
     env = {**os.environ, "DEERMEM_EMBEDDINGS": "none", "DEERMEM_TEST_PREFIX": uuid.uuid4().hex}
     os.environ["DEERMEM_TEST_PREFIX"] = env["DEERMEM_TEST_PREFIX"]
     writer = subprocess.Popen(

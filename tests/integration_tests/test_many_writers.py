@@ -28,6 +28,8 @@ from deermem_middleware.storage import MemoryScope
 from tests.integration_tests.workers.common import open_target
 from tests.marker_model import marker_of
 
+from .conftest import storage_location
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,21 +48,6 @@ def _started(procs: list[subprocess.Popen[str]]) -> Iterator[None]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-
-
-DSN = os.environ.get("DEERMEM_TEST_DSN")
-REQUIRE_POSTGRES = os.environ.get("DEERMEM_REQUIRE_POSTGRES") == "1"
-
-
-def _target(backend: str, tmp_path: Path) -> str:
-    """Where the writers write: a folder, or the test PostgreSQL (own namespace per test)."""
-    if backend == "file":
-        return str(tmp_path / "memory")
-    if not DSN:
-        if REQUIRE_POSTGRES:
-            pytest.fail("DEERMEM_REQUIRE_POSTGRES=1 but DEERMEM_TEST_DSN is not set")
-        pytest.skip('no PostgreSQL: run `eval "$(.ci/postgres.sh start)"` to test against one')
-    return DSN
 
 
 def _run_writers(
@@ -124,7 +111,7 @@ def _stored_markers(storage: str) -> list[str]:
 )
 def test_four_processes_lose_no_update(tmp_path: Path, backend: str, mode: str) -> None:
     """4 x 100 concurrent capture -> flush cycles end with exactly the 400 facts, one per marker."""
-    storage = _target(backend, tmp_path)
+    storage = storage_location(backend, tmp_path)
     reports = _run_writers(storage, mode, tmp_path)
 
     conflicts = sum(r["conflicts"] for r in reports)
@@ -167,7 +154,7 @@ def test_unprotected_read_modify_write_loses_updates(tmp_path: Path, backend: st
     """The same run with saves that ignore revisions: how many of the 400 facts survive (printed;
     the number depends on timing, so it is not asserted). On PostgreSQL: the store's own
     last-writer-wins ``put``."""
-    storage = _target(backend, tmp_path)
+    storage = storage_location(backend, tmp_path)
     reports = _run_writers(storage, "unprotected", tmp_path)
     markers = set(_stored_markers(storage))
     survived = len(markers & EXPECTED)
@@ -183,7 +170,7 @@ def test_two_workers_sharing_a_thread_store_each_fact_once(tmp_path: Path, backe
     """Two processes capture the same growing conversation of one thread (as when a load balancer
     sends a thread's turns to either worker): the thread's watermark, stored with the memory and
     advanced with compare-and-set, makes every fact appear exactly once."""
-    storage = _target(backend, tmp_path)
+    storage = storage_location(backend, tmp_path)
     cycles = 40
     reports = _run_writers(storage, "shared", tmp_path, processes=2, cycles=cycles)
     markers = _stored_markers(storage)

@@ -8,7 +8,6 @@ turns the skip into a failure.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import uuid
@@ -28,17 +27,9 @@ from deermem_middleware.storage import (
     StoreStorage,
 )
 
-DSN = os.environ.get("DEERMEM_TEST_DSN")
-REQUIRE_POSTGRES = os.environ.get("DEERMEM_REQUIRE_POSTGRES") == "1"
+from .conftest import postgres_dsn
+
 BACKENDS = ["json", "memory-store", "sqlite-store", "postgres-store"]
-
-
-def postgres_dsn() -> str:
-    if not DSN:
-        if REQUIRE_POSTGRES:
-            pytest.fail("DEERMEM_REQUIRE_POSTGRES=1 but DEERMEM_TEST_DSN is not set")
-        pytest.skip('no PostgreSQL: run `eval "$(.ci/postgres.sh start)"` to test against one')
-    return DSN
 
 
 @pytest.fixture(scope="module")
