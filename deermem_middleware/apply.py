@@ -4,9 +4,10 @@ This is the single place that turns (memory, validated update, where it came fro
 next memory. The updater calls it once, and again after a revision conflict on the freshly loaded
 document — so a concurrent writer's work is kept and ours is re-applied on top.
 
-Facts that decayed below the archive floor are archived here too, on every update: the document
-is only rewritten when a conversation produced an update, so that is when time catches up with it
-(readers that need decay between updates use :func:`~.lifecycle.effective_confidence`).
+Transient facts whose ``validUntil`` passed are archived here too, on every update (and, with the
+opt-in ``archive_floor``, facts that decayed below it): the document is only rewritten when a
+conversation produced an update, so that is when time catches up with it (readers that need decay
+between updates use :func:`~.lifecycle.effective_confidence`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
-from .lifecycle import DEFAULT_ARCHIVE_FLOOR, DEFAULT_HALF_LIFE_DAYS
+from .lifecycle import DEFAULT_HALF_LIFE_DAYS
 from .schema import Memory, MemoryUpdate, Watermark, new_fact_id, utc_now_iso
 from .summaries import apply_sections
 
@@ -86,14 +87,17 @@ def apply_update(
     id_factory: Callable[[], str] = new_fact_id,
     half_lives: Mapping[str, float] | None = None,
     default_half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
-    archive_floor: float | None = DEFAULT_ARCHIVE_FLOOR,
+    archive_floor: float | None = None,
     near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
+    said_at: datetime | None = None,
 ) -> tuple[Memory, ApplyReport]:
     """Sections first, then facts; ``lastUpdated`` moves only when something changed.
 
     ``half_lives`` (days per category, over :data:`~.lifecycle.DEFAULT_HALF_LIVES`),
-    ``default_half_life_days`` and ``archive_floor`` drive archiving (None or 0: never archive);
-    ``near_duplicate_threshold`` when a new fact reinforces a known one (see :mod:`.facts`).
+    ``default_half_life_days`` and ``archive_floor`` drive the opt-in archiving by decay (None
+    or 0, the default: nothing is archived for its age); ``near_duplicate_threshold`` when a new
+    fact reinforces a known one (see :mod:`.facts`); ``said_at`` when the user said it (relative
+    dates in new facts resolve against it; default ``now``).
     """
     report = ApplyReport()
     memory, report.sections = apply_sections(memory, update, now=now)
@@ -110,6 +114,7 @@ def apply_update(
         archive_floor=archive_floor,
         half_lives=half_lives,
         default_half_life_days=default_half_life_days,
+        said_at=said_at,
     )
     changes: dict[str, object] = {"facts": tuple(facts)}
     if report.changed:

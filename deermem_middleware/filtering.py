@@ -15,9 +15,12 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from .dates import parse_timestamp
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_CHARS",
@@ -26,6 +29,7 @@ __all__ = [
     "has_enough_for_update",
     "is_trivial_ack",
     "message_text",
+    "message_time",
     "strip_uploads",
     "truncate_middle",
     "turns_after",
@@ -42,21 +46,34 @@ class Turn:
 
     ``fingerprint`` identifies the turn across re-captures of the same thread: the message id
     when LangGraph assigned one, else a hash of role and text (stable across processes).
+    ``at`` is when it was said (ISO-8601 UTC): from the message's metadata when the host records
+    it, else the capture time; the extraction resolves "yesterday" against it. Not part of the
+    fingerprint.
     """
 
     role: Role
     text: str
     fingerprint: str
+    at: str | None = None
 
     def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "text": self.text, "fingerprint": self.fingerprint}
+        data = {"role": self.role, "text": self.text, "fingerprint": self.fingerprint}
+        if self.at:
+            data["at"] = self.at
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
         role = data["role"]
         if role not in ("user", "assistant"):
             raise ValueError(f"turn role must be 'user' or 'assistant', got {role!r}")
-        return cls(role=role, text=str(data["text"]), fingerprint=str(data["fingerprint"]))
+        at = data.get("at")
+        return cls(
+            role=role,
+            text=str(data["text"]),
+            fingerprint=str(data["fingerprint"]),
+            at=str(at) if at else None,
+        )
 
 
 _UPLOAD_BLOCK = re.compile(
@@ -229,6 +246,46 @@ def _fingerprint(message: BaseMessage, role: str, text: str) -> str:
     return f"h:{digest}"
 
 
+_TIME_KEYS: Final = ("timestamp", "created_at", "createdAt", "time", "sent_at", "created")
+
+
+def _iso(value: Any) -> str | None:
+    """An ISO-8601 string or a Unix time (seconds or milliseconds) as ``…Z`` UTC, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        seconds = float(value) / 1000.0 if value > 1e11 else float(value)
+        try:
+            moment = datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    elif isinstance(value, str):
+        parsed = parse_timestamp(value)
+        if parsed is None:
+            return None
+        moment = parsed
+    elif isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+    else:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def message_time(message: BaseMessage) -> str | None:
+    """When the message was sent, if the host recorded it in ``additional_kwargs`` or
+    ``response_metadata`` (``timestamp``, ``created_at``, ``createdAt``, ``time``, ``sent_at``,
+    or OpenAI's ``created``), as ISO-8601 UTC; None otherwise."""
+    for metadata in (message.additional_kwargs, getattr(message, "response_metadata", None)):
+        if not isinstance(metadata, dict):
+            continue
+        for key in _TIME_KEYS:
+            if key in metadata:
+                found = _iso(metadata[key])
+                if found is not None:
+                    return found
+    return None
+
+
 def _role_of(message: BaseMessage) -> Role | None:
     if isinstance(message, ToolMessage):
         return None
@@ -243,14 +300,20 @@ def _role_of(message: BaseMessage) -> Role | None:
 
 
 def filter_messages(
-    messages: Sequence[BaseMessage], *, max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+    messages: Sequence[BaseMessage],
+    *,
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
+    now: datetime | None = None,
 ) -> list[Turn]:
     """The turns of a conversation the memory may see, in order.
 
     Keeps user messages and final assistant answers; drops tool messages and assistant messages
     that call tools; strips upload blocks; drops acknowledgements and empty user messages *together
     with the reply to them* (the reply to "thanks" is "you're welcome", not a fact).
+
+    Each turn's ``at`` is :func:`message_time`, else ``now`` (the capture time) when given.
     """
+    fallback = _iso(now) if now is not None else None
     turns: list[Turn] = []
     skip_reply = False
     for message in messages:
@@ -273,7 +336,8 @@ def filter_messages(
             if not text:
                 continue
         fingerprint = _fingerprint(message, role, text)
-        turns.append(Turn(role, truncate_middle(text, max_message_chars), fingerprint))
+        at = message_time(message) or fallback
+        turns.append(Turn(role, truncate_middle(text, max_message_chars), fingerprint, at))
     return turns
 
 

@@ -1,7 +1,11 @@
 """Rendering what the model is told about the user before a call.
 
 The profile (six summaries) goes in first, then the facts chosen by :mod:`.selection` in their
-order of relevance.
+order of relevance. Each fact line carries a compact date (``show_dates``) so "when did I…?" and
+"what am I doing now?" can be answered from the block: the date of the event when the fact knows
+it (``- [context | 0.90 | 2023-05-07] …``), else the day it was noted
+(``- [context | 0.90 | noted 2023-05-08] …``). That costs about 3–5 tokens per fact (measured in
+``benchmarks/locomo_lifecycle.py``).
 
 Rendering treats memory as *data*: every piece of remembered text is escaped so that it cannot
 close the ``<memory>`` block, open a fake one, or start a line that poses as system text; control
@@ -27,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .dates import normalize_event_date, parse_timestamp
 from .safety import assess_memory_text
 from .schema import Fact, Memory
 from .selection import ScoredFact
@@ -35,6 +40,8 @@ from .tokens import TokenCounter, char_token_count
 __all__ = [
     "RenderedMemory",
     "escape_memory_text",
+    "fact_date_label",
+    "fact_line",
     "quote_user_statement",
     "render_memory",
     "render_memory_block",
@@ -176,6 +183,7 @@ def render_memory_block(
     profile_share: float = 0.5,
     guaranteed: Sequence[ScoredFact] = (),
     guaranteed_tokens: int = 0,
+    show_dates: bool = True,
 ) -> str:
     """The ``<memory>`` block text (see :func:`render_memory`)."""
     return render_memory(
@@ -186,10 +194,21 @@ def render_memory_block(
         profile_share=profile_share,
         guaranteed=guaranteed,
         guaranteed_tokens=guaranteed_tokens,
+        show_dates=show_dates,
     ).text
 
 
-def _fact_line(fact: Fact) -> str | None:
+def fact_date_label(fact: Fact) -> str | None:
+    """The compact date shown on a fact's line: its event date (``2023-05``, ``2023-W18``,
+    ``2023-05-07``) when known, else ``noted`` + the day it was learnt; None without either."""
+    event = normalize_event_date(fact.eventAt)
+    if event is not None:
+        return event
+    learnt = parse_timestamp(fact.createdAt)
+    return None if learnt is None else f"noted {learnt.date().isoformat()}"
+
+
+def fact_line(fact: Fact, show_dates: bool = True) -> str | None:
     """One fact as a block line; None when it reads as an instruction (withheld)."""
     content = _render_fact_text(fact.id, fact.content)
     if content is None:
@@ -197,7 +216,9 @@ def _fact_line(fact: Fact) -> str | None:
     category = escape_memory_text(fact.category) or "context"
     if assess_memory_text(fact.category).kind != "data":
         category = "context"  # a forged category is not worth a line of its own
-    return f"- [{category} | {fact.confidence:.2f}] {content}"
+    date = fact_date_label(fact) if show_dates else None
+    when = f" | {date}" if date else ""
+    return f"- [{category} | {fact.confidence:.2f}{when}] {content}"
 
 
 def render_memory(
@@ -209,6 +230,7 @@ def render_memory(
     profile_share: float = 0.5,
     guaranteed: Sequence[ScoredFact] = (),
     guaranteed_tokens: int = 0,
+    show_dates: bool = True,
 ) -> RenderedMemory:
     """The ``<memory>`` block: guaranteed facts, profile, then facts in the given order, within
     ``max_tokens``.
@@ -221,7 +243,8 @@ def render_memory(
     so long summaries cannot crowd out the facts relevant to this conversation (what the profile
     leaves unused goes to facts). Lines that do not fit are skipped (a shorter later line may
     still fit). Items classified as injection are left out and counted in one closing line.
-    Returns "" when there is nothing to say or no room.
+    Returns "" when there is nothing to say or no room. ``show_dates``: the date on each fact
+    line (:func:`fact_date_label`).
     """
     if max_tokens <= 0:
         return RenderedMemory("")
@@ -237,7 +260,7 @@ def render_memory(
     for scored in guaranteed:
         if not escape_memory_text(scored.fact.content):
             continue
-        line = _fact_line(scored.fact)
+        line = fact_line(scored.fact, show_dates)
         if line is None:
             withheld += 1
             continue
@@ -274,7 +297,7 @@ def render_memory(
         fact = scored.fact
         if not escape_memory_text(fact.content):
             continue
-        line = _fact_line(fact)
+        line = fact_line(fact, show_dates)
         if line is None:
             withheld += 1
             continue

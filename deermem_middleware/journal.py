@@ -83,7 +83,9 @@ class JournalEntry:
         return {
             "scope": {"user_id": self.scope.user_id, "agent_name": self.scope.agent_name},
             "thread_id": self.thread_id,
-            "turns": [[t.role, t.text, t.fingerprint] for t in self.turns],
+            "turns": [
+                [t.role, t.text, t.fingerprint, *([t.at] if t.at else [])] for t in self.turns
+            ],
             "owner": {"host": self.host, "pid": self.pid},
             "created": self.created,
         }
@@ -91,7 +93,7 @@ class JournalEntry:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JournalEntry:
         scope = MemoryScope(str(data["scope"]["user_id"]), str(data["scope"]["agent_name"]))
-        turns = tuple(Turn(_role(r), str(t), str(f)) for r, t, f in data["turns"])
+        turns = tuple(_turn(item) for item in data["turns"])
         owner = data.get("owner") or {}
         return cls(
             scope,
@@ -101,6 +103,13 @@ class JournalEntry:
             int(owner.get("pid", 0)),
             float(data.get("created", 0.0)),
         )
+
+
+def _turn(item: Any) -> Turn:
+    """``[role, text, fingerprint]`` or, since turns know when they were said, ``[…, at]``."""
+    role, text, fingerprint, *rest = item
+    at = rest[0] if rest and isinstance(rest[0], str) and rest[0] else None
+    return Turn(_role(role), str(text), str(fingerprint), at)
 
 
 def _role(value: Any) -> Literal["user", "assistant"]:

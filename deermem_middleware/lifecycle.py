@@ -1,15 +1,22 @@
-"""How facts age: decay, archiving and recency (pure; the clock is always passed in).
+"""How facts age: decay, expiry and (opt-in) archiving (pure; the clock is always passed in).
 
-A fact the user mentioned once, a year ago, should not weigh as much as one they confirmed last
-week: preferences drift, goals are reached, situations change. Instead of deleting old facts we
-let their *effective* confidence decay with a per-category half-life, counted from the last time
-a conversation confirmed them::
+Age alone never hides a fact. Measured by replaying LoCoMo conversations through the real update
+path (``benchmarks/locomo_lifecycle.py``), archiving facts whose decayed confidence fell under a
+floor cost more than a third of the facts later questions needed: people ask about old things
+("when did I start running?") as often as about new ones. So time works on *rank*, not on
+membership:
 
-    effective = confidence × 0.5 ** (age_days / half_life_days)
+- **decay** lowers a fact's *effective* confidence with a per-category half-life, counted from
+  the last time the fact was *used* — confirmed by a conversation, or injected into one::
 
-and archive those that fall below a floor. Archived facts stay in the document (a person can see
-and restore them; a later conversation that states the fact again revives it) but are no longer
-injected or shown to the extraction model.
+      effective = confidence × 0.5 ** (age_days / half_life_days)
+
+  Selection uses it as a small part of the score, so an old fact loses ties against a fresh one
+  but still wins on relevance (a fact that keeps being injected is not stale);
+- **expiry** archives only facts that are transient by nature: a fact whose ``validUntil`` (the
+  extraction sets it for "this week"-like facts) has passed;
+- **archiving by decay** (``archive_floor``) is opt-in: off by default;
+- **capacity** (``max_facts``) is enforced by :func:`~.facts.trim_facts`, by value, not by age.
 
 Half-lives by category (days), chosen from how fast each kind of fact goes stale:
 
@@ -21,9 +28,8 @@ Half-lives by category (days), chosen from how fast each kind of fact goes stale
 - ``correction``: never decays — the user corrected the assistant; forgetting that would bring
   the mistake back.
 
-With the default floor 0.3, a fact stored at confidence 0.9 and never confirmed again is archived
-after log2(3) ≈ 1.58 half-lives: a goal after ~95 days, a preference after ~285 days.
-Facts written by a person (``manual``) never decay out and are never archived.
+Facts written by a person (``manual``) never decay out of the opt-in archive; they expire only on
+a ``validUntil`` a person gave them.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from collections.abc import Container, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Final
 
+from .dates import event_date_range, parse_timestamp
 from .schema import Fact
 
 __all__ = [
@@ -42,9 +49,12 @@ __all__ = [
     "DEFAULT_HALF_LIVES",
     "archive_decayed",
     "effective_confidence",
+    "expire_transient",
     "half_life_days",
+    "has_expired",
     "is_active",
     "last_confirmed",
+    "last_used",
     "parse_timestamp",
     "recency_weight",
 ]
@@ -65,29 +75,11 @@ DEFAULT_HALF_LIFE_DAYS: Final = 120.0
 """For categories not in the table (a DeerFlow file or a newer version may use others)."""
 
 DEFAULT_ARCHIVE_FLOOR: Final = 0.3
-"""Below this effective confidence an active fact is archived. Well under the default extraction
-threshold (0.7), so only facts that have lost more than half their weight to age go."""
+"""The floor :func:`archive_decayed` is usually given when archiving by decay is turned on
+(``archive_floor: 0.3``): well under the default extraction threshold (0.7), so only facts that
+lost more than half their weight to age would go. Off by default (see the module docstring)."""
 
 _SECONDS_PER_DAY: Final = 86_400.0
-
-
-def parse_timestamp(text: str | None) -> datetime | None:
-    """An ISO-8601 timestamp as an aware UTC datetime; ``None`` for empty or unparseable text.
-
-    Accepts the ``Z`` suffix DeerFlow writes and naive times (read as UTC).
-    """
-    if not text or not isinstance(text, str):
-        return None
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def last_confirmed(fact: Fact) -> datetime | None:
@@ -102,6 +94,14 @@ def last_confirmed(fact: Fact) -> datetime | None:
         for moment in map(parse_timestamp, (fact.lastConfirmedAt, fact.updatedAt, fact.createdAt))
         if moment is not None
     ]
+    return max(moments) if moments else None
+
+
+def last_used(fact: Fact) -> datetime | None:
+    """The last time a fact was of use: :func:`last_confirmed`, or its last injection into a
+    conversation, whichever is later. Decay counts from here: what keeps being used is not
+    stale."""
+    moments = [m for m in (last_confirmed(fact), parse_timestamp(fact.lastInjectedAt)) if m]
     return max(moments) if moments else None
 
 
@@ -133,13 +133,13 @@ def recency_weight(
 ) -> float:
     """``0.5 ** (age_days / half_life)`` in (0, 1]: how much of its weight a fact keeps at ``now``.
 
-    Age counts from :func:`last_confirmed`. 1.0 when the fact has no usable date, when its
-    category never decays, or when its date lies in the future (clock skew).
+    Age counts from :func:`last_used`. 1.0 when the fact has no usable date, when its category
+    never decays, or when its date lies in the future (clock skew).
     """
     half_life = half_life_days(fact.category, half_lives, default_half_life_days)
     if math.isinf(half_life):
         return 1.0
-    moment = last_confirmed(fact)
+    moment = last_used(fact)
     if moment is None:
         return 1.0
     if now.tzinfo is None:
@@ -172,7 +172,8 @@ def archive_decayed(
     *,
     keep: Container[str] = (),
 ) -> tuple[list[Fact], list[str]]:
-    """Mark active facts whose effective confidence is below ``floor`` as ``archived``.
+    """Mark active facts whose effective confidence is below ``floor`` as ``archived`` (opt-in:
+    ``archive_floor``; by default nothing is archived for its age).
 
     Never archived: manual facts, ``correction`` facts (whatever half-life is configured: the
     assistant must not repeat a mistake it was corrected on), and ids in ``keep`` (facts added or
@@ -198,3 +199,32 @@ def archive_decayed(
                 archived.append(fact.id)
         result.append(fact)
     return result, archived
+
+
+def has_expired(fact: Fact, now: datetime) -> bool:
+    """True when the fact's ``validUntil`` period is over at ``now`` (the whole day, week, month
+    or year it names has passed). Unreadable or missing dates never expire."""
+    period = event_date_range(fact.validUntil)
+    if period is None:
+        return False
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return now >= period[1]
+
+
+def expire_transient(
+    facts: Iterable[Fact], now: datetime, *, keep: Container[str] = ()
+) -> tuple[list[Fact], list[str]]:
+    """Archive active facts whose ``validUntil`` has passed: transient by nature ("is in Berlin
+    this week"), they would now mislead. Manual facts too: on them only a person can have set
+    the date. Not ids in ``keep`` (stated in the update being applied). Returns (facts, expired
+    ids); the input is not mutated."""
+    result: list[Fact] = []
+    expired: list[str] = []
+    for fact in facts:
+        if fact.status == "active" and fact.id not in keep and has_expired(fact, now):
+            logger.debug("fact %s expired: valid until %s", fact.id, fact.validUntil)
+            fact = fact.model_copy(update={"status": "archived"})
+            expired.append(fact.id)
+        result.append(fact)
+    return result, expired

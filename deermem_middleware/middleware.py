@@ -39,6 +39,7 @@ from .injection import RenderedMemory, render_memory
 from .journal import FileJournal, InMemoryJournal, PendingJournal, job_token
 from .ledger import InjectedFact, InjectionRecord
 from .ledger import current_thread_id as _current_thread_id
+from .lifecycle import last_confirmed
 from .models import build_chat_model, resolve_model
 from .retry import CircuitBreaker, describe_failure, is_transient
 from .scheduler import DebounceScheduler, RetryLater
@@ -60,6 +61,8 @@ from .updater import CaptureJob, MemoryUpdater, UpdateOutcome
 __all__ = ["MemoryMiddleware", "append_to_system_message"]
 
 logger = logging.getLogger(__name__)
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 SchedulerKey = tuple[MemoryScope, str]
 UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
@@ -446,6 +449,7 @@ class MemoryMiddleware(AgentMiddleware):
             count_tokens=self._count_tokens,
             guaranteed=guaranteed,
             guaranteed_tokens=self.config.guaranteed_token_budget,
+            show_dates=self.config.show_fact_dates,
         )
 
     def _guaranteed_facts(self, memory: Memory) -> list[ScoredFact]:
@@ -454,7 +458,7 @@ class MemoryMiddleware(AgentMiddleware):
         if not categories or self.config.guaranteed_token_budget <= 0:
             return []
         chosen = [f for f in memory.facts if f.status == "active" and f.category in categories]
-        chosen.sort(key=lambda f: f.updatedAt or f.createdAt or "", reverse=True)
+        chosen.sort(key=lambda f: last_confirmed(f) or _NEVER, reverse=True)
         return [ScoredFact(f, 1.0, 0.0) for f in chosen]
 
     def select_facts(
@@ -496,7 +500,9 @@ class MemoryMiddleware(AgentMiddleware):
         """
         if not self.active:
             return False
-        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
+        turns = filter_messages(
+            messages, max_message_chars=self.config.max_message_chars, now=datetime.now(UTC)
+        )
         if not has_enough_for_update(turns):
             return False
         thread = thread_id or conversation_key(turns)

@@ -35,9 +35,12 @@ from pydantic import (
     model_serializer,
 )
 
+from .dates import normalize_event_date
+
 __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_FIELDS",
+    "MAX_DATE_CHARS",
     "MAX_FACTS_PER_UPDATE",
     "MAX_FACT_CHARS",
     "MAX_REMOVALS_PER_UPDATE",
@@ -80,6 +83,8 @@ FACT_CATEGORIES: Final[tuple[str, ...]] = (
 
 MAX_SUMMARY_CHARS: Final = 800
 MAX_FACT_CHARS: Final = 400
+MAX_DATE_CHARS: Final = 32
+"""A date as the model writes it ("2026-05-07", "May 2026", "2026-05-07T14:00:00Z")."""
 MAX_FACTS_PER_UPDATE: Final = 20
 MAX_REMOVALS_PER_UPDATE: Final = 20
 MAX_FACT_ID_CHARS: Final = 80
@@ -231,6 +236,8 @@ _LIFECYCLE_DEFAULTS: dict[str, Any] = {
     "status": "active",
     "supersededBy": None,
     "manual": False,
+    "eventAt": None,
+    "validUntil": None,
 }
 
 
@@ -266,6 +273,14 @@ class Fact(BaseModel):
     """The id of the fact that replaced this one (status ``superseded``)."""
     manual: bool = False
     """Added or edited by a person: extraction never modifies or removes it."""
+    # -- time (optional; partial ISO dates: "2023", "2023-05", "2023-W18", "2023-05-07") ----
+    eventAt: str | None = None
+    """When the event the fact describes happened (or will happen), when known — as opposed to
+    ``createdAt``, when it was learnt ("went to Lisbon last May", learnt in December:
+    ``2026-05``)."""
+    validUntil: str | None = None
+    """The last day a transient fact holds ("is in Berlin this week"): after it the fact expires
+    (archived, not deleted). None: the fact holds until something replaces it."""
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: Any) -> Any:
@@ -405,6 +420,12 @@ def _source_kind(value: Any) -> Any:
     return _SOURCE_KIND_ALIASES.get(re.sub(r"[^a-z]", "", value.strip().lower()))
 
 
+def _event_date(value: Any) -> str | None:
+    """A model's date as a partial ISO date (``2023``, ``2023-05``, ``2023-W18``,
+    ``2023-05-07``); anything unreadable is "unknown" (None), never a reason to drop the fact."""
+    return normalize_event_date(value)
+
+
 def _fact_ids(limit: int) -> BeforeValidator:
     """A lenient list of fact ids: one bare id becomes a list, ``{"id": ...}`` objects are
     unwrapped, blank/over-long/non-string items are dropped, duplicates collapse, the list is
@@ -455,6 +476,10 @@ class NewFact(BaseModel):
     supersedes: Annotated[list[str], _fact_ids(MAX_SUPERSEDES_PER_FACT)] = Field(
         default_factory=list
     )
+    eventAt: Annotated[str | None, BeforeValidator(_event_date)] = None
+    """When the event happened, as a (partial) ISO date; unreadable dates become None."""
+    validUntil: Annotated[str | None, BeforeValidator(_event_date)] = None
+    """Last day a transient fact holds; unreadable dates become None."""
 
     @field_validator("content", mode="after")
     @classmethod

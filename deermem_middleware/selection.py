@@ -12,7 +12,16 @@ Measured on LoCoMo (``benchmarks/locomo_retrieval.py``), three choices carry the
    ``lexical_weight`` : (1 − ``lexical_weight``) after min–max scaling of each channel.
 
 Confidence is a tie-breaker (``confidence_weight`` 0.05), not 40 % of the score: with confidences
-between 0.7 and 1.0 the seed's 0.4 weight let unrelated sure facts push out relevant ones.
+between 0.7 and 1.0 the seed's 0.4 weight let unrelated sure facts push out relevant ones. It is
+the *decayed* confidence (:mod:`.lifecycle`): age lowers a fact's rank, it never removes it from
+the candidates.
+
+**The time route.** A question about time (:func:`~.dates.query_time_intent`) adds
+``time_weight`` × a bonus in [0, 1] per fact: a period it names ("last month", "in May 2023")
+favours facts whose event date — or, without one, whose learnt date — falls in it; "now",
+"currently", "recently" favour recently learnt or confirmed facts, so the current value of
+something that changed ranks above the stale one even when the extraction did not link them;
+"when…" slightly favours facts that know their date.
 
 The seed formula stays available (``selection: seed``): word TF-IDF cosine to the last turns
 concatenated × 0.6 + confidence × 0.4.
@@ -29,17 +38,20 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
 from scipy import sparse
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 
+from .dates import TimeIntent, epoch_seconds, event_date_range, query_time_intent
 from .embeddings import EmbeddingStore
 from .filtering import Turn
+from .lifecycle import effective_confidence, last_confirmed
 from .safety import assess_memory_text
 from .schema import Fact, Memory
 
@@ -52,8 +64,11 @@ __all__ = [
     "SelectionQuery",
     "WordTfidfIndex",
     "minmax",
+    "newer_competitors_first",
     "rank",
     "score_facts",
+    "score_parts",
+    "time_bonus",
 ]
 
 logger = logging.getLogger(__name__)
@@ -71,7 +86,13 @@ class ScoredFact:
     recency: float = 0.0
     """The recency part's input (1 = newest fact), before ``recency_weight``."""
     confidence: float | None = None
-    """The confidence the score used: the stored one decayed by age since last confirmed."""
+    """The confidence the score used: the stored one decayed by age since last used."""
+    time: float = 0.0
+    """The time route's bonus in [0, 1], before ``time_weight`` (0 when the query is not about
+    time)."""
+    after: str | None = None
+    """For a question about the present: the id of the newer, competing pick this fact was
+    placed after (:func:`newer_competitors_first`); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +111,20 @@ class SelectionParams:
     ``recency_half_life_days`` before it (ages relative to the newest fact, not the wall clock,
     so a memory that was not used for a while does not fade as a whole)."""
     recency_half_life_days: float = 90.0
+    time_weight: float = 0.3
+    """Weight of the time route's bonus (see the module docstring); 0 turns the route off."""
+    time_half_life_days: float = 90.0
+    """For "now"/"currently" questions: how fast the recency bonus halves before the newest
+    fact."""
+    when_bonus: float = 0.5
+    """For "when…" questions: the bonus (before ``time_weight``) of a fact that knows the date
+    of its event."""
+    current_bonus: float = 0.5
+    """For "now"/"currently" questions: the bonus (before ``time_weight``) of the newest fact
+    (older facts get less, by ``time_half_life_days``)."""
+    competitors: int = 3
+    """For "now"/"currently" questions: a pick that is one of the ``competitors`` most similar
+    picks of a newer pick (or has it among its own) is placed after it; 0 turns this off."""
 
     @classmethod
     def seed(cls, top_k: int = 15, query_turns: int = 3) -> SelectionParams:
@@ -101,6 +136,7 @@ class SelectionParams:
             confidence_weight=0.4,
             query_turns=query_turns,
             recency_weight=0.0,
+            time_weight=0.0,
         )
 
     @classmethod
@@ -124,6 +160,7 @@ class SelectionParams:
             lexical_weight=config.lexical_weight,
             query_turns=config.query_turns,
             recency_weight=config.recency_weight,
+            time_weight=config.time_weight if config.selection == "deermem" else 0.0,
         )
 
 
@@ -266,6 +303,24 @@ class CharNgramIndex:
         csr = sparse.csr_matrix((weights, columns, indptr), shape=(self.size, len(self._vocab)))
         self._matrix = csr.tocsc()
 
+    def pairwise(self, texts: Sequence[str]) -> np.ndarray:
+        """Cosine similarities between ``texts`` (weighted with this index's idf; terms the
+        index does not know are left out). For a handful of picks, not the whole memory."""
+        n = len(texts)
+        out = np.zeros((n, n))
+        if self._matrix is None or n == 0:
+            return out
+        rows = []
+        for ids, tf in self._analyzer.transform(list(texts)):
+            positions = np.minimum(np.searchsorted(self._vocab, ids), len(self._vocab) - 1)
+            known = self._vocab[positions] == ids
+            weights = np.zeros(len(self._vocab))
+            np.add.at(weights, positions[known], tf[known] * self._idf[positions[known]])
+            norm = math.sqrt(float(weights @ weights))
+            rows.append(weights / norm if norm > 0 else weights)
+        matrix = np.vstack(rows)
+        return matrix @ matrix.T
+
     def scores(self, query: str) -> np.ndarray:
         """Cosine similarity of ``query`` to every text, in [0, 1]."""
         if self._matrix is None or not query.strip():
@@ -328,35 +383,35 @@ class FactIndex:
         )
         if now is None or method == "seed":
             confidences = [f.confidence for f in self.facts]
-        else:  # unconfirmed facts fade (per-category half-life) until they are archived
-            from .lifecycle import effective_confidence
-
+        else:  # unused facts fade (per-category half-life): lower in rank, never out
             confidences = [effective_confidence(f, now, half_lives) for f in self.facts]
         self.confidence = np.array(confidences, dtype=np.float64)
         self.dense: np.ndarray | None = None
         """Unit vectors of the facts (rows), once every fact has one; None: lexical only."""
+        confirmed = [last_confirmed(f) for f in self.facts]
+        self.confirmed = np.array(
+            [math.nan if m is None else m.timestamp() for m in confirmed], dtype=np.float64
+        )
+        """Per fact, seconds since the epoch of its last confirmation (NaN: no usable date)."""
         self._recency: np.ndarray | None = None
         self._recency_values: dict[float, np.ndarray] = {}
+        self._dates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.facts)
 
     def recency(self, half_life_days: float) -> np.ndarray:
         """Per fact 0.5 ** (days before the newest fact / half-life), from the last time it was
-        confirmed or updated (facts without a readable date count as old: 0)."""
+        confirmed (or learnt); facts without a readable date count as old: 0."""
         cached = self._recency_values.get(half_life_days)
         if cached is not None:
             return cached
-        stamps = [
-            _parse_time(f.lastConfirmedAt or f.updatedAt or f.createdAt or "") for f in self.facts
-        ]
-        known = [t for t in stamps if t is not None]
         values = np.zeros(len(self.facts))
-        if known and half_life_days > 0:
-            newest = max(known)
-            for i, stamp in enumerate(stamps):
-                if stamp is not None:
-                    values[i] = 0.5 ** (max(0.0, newest - stamp) / 86400.0 / half_life_days)
+        known = ~np.isnan(self.confirmed)
+        if known.any() and half_life_days > 0:
+            newest = float(self.confirmed[known].max())
+            age_days = np.maximum(0.0, newest - self.confirmed[known]) / 86400.0
+            values[known] = 0.5 ** (age_days / half_life_days)
         self._recency_values[half_life_days] = values
         return values
 
@@ -364,25 +419,142 @@ class FactIndex:
     def recency_rank(self) -> np.ndarray:
         """Per fact, its place when sorted newest first (breaks ties in score)."""
         if self._recency is None:
-            stamps = [f.updatedAt or f.createdAt or "" for f in self.facts]
-            order = sorted(range(len(stamps)), key=lambda i: stamps[i], reverse=True)
+            stamps = np.nan_to_num(self.confirmed, nan=-math.inf)
+            order = np.argsort(-stamps, kind="stable")
             ranks = np.empty(len(order), dtype=np.int64)
-            ranks[np.array(order, dtype=np.int64)] = np.arange(len(order))
+            ranks[order] = np.arange(len(order))
             self._recency = ranks
         return self._recency
 
+    def dates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per fact (event start, event end, learnt), seconds since the epoch; NaN when unknown.
+        The event range comes from ``eventAt`` (a day, week, month or year), learnt from
+        ``createdAt``."""
+        if self._dates is None:
+            n = len(self.facts)
+            start = np.full(n, math.nan)
+            end = np.full(n, math.nan)
+            learnt = np.full(n, math.nan)
+            for i, fact in enumerate(self.facts):
+                period = event_date_range(fact.eventAt)
+                if period is not None:
+                    start[i], end[i] = period[0].timestamp(), period[1].timestamp()
+                moment = epoch_seconds(fact.createdAt)
+                if moment is not None:
+                    learnt[i] = moment
+            self._dates = (start, end, learnt)
+        return self._dates
 
-def _parse_time(text: str) -> float | None:
-    """Seconds since the epoch of an ISO-8601 time (``Z`` accepted), or None."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+
+def _about_the_present(intent: TimeIntent) -> bool:
+    """A question about the present: "now", "currently"… with no period named ("what was I
+    currently reading in May 2023?" is about May 2023, not about today)."""
+    return intent.current and intent.period is None
+
+
+_PERIOD_GRACE_SECONDS = 7 * 86400.0
+"""A fact learnt up to a week after a period, without an event date of its own, may still be
+about it ("what did I do last weekend?" — told on Monday)."""
+
+
+def time_bonus(index: FactIndex, intent: TimeIntent, params: SelectionParams) -> np.ndarray:
+    """The time route's per-fact bonus in [0, 1] for a question's :class:`TimeIntent` (pure).
+
+    - a named period: 1 for facts whose event range overlaps it; for facts without an event
+      date, 0.8 when learnt inside it and 0.4 when learnt within a week after it;
+    - "now"/"currently" (with no period named): ``current_bonus`` × the recency of the fact's
+      last confirmation (1 for the newest fact, halving every ``time_half_life_days`` before it);
+    - "when…": ``when_bonus`` for facts that know their event date.
+
+    The parts combine by maximum: a fact is not rewarded twice for one question.
+    """
+    n = len(index)
+    bonus = np.zeros(n)
+    if not n or not intent.any:
+        return bonus
+    start, end, learnt = index.dates()
+    dated = ~np.isnan(start)
+    if intent.period is not None:
+        low, high = intent.period[0].timestamp(), intent.period[1].timestamp()
+        overlaps = dated & (start < high) & (end > low)
+        undated = ~dated & ~np.isnan(learnt)
+        inside = undated & (learnt >= low) & (learnt < high)
+        after = undated & (learnt >= high) & (learnt < high + _PERIOD_GRACE_SECONDS)
+        bonus = np.maximum(bonus, np.where(overlaps, 1.0, 0.0))
+        bonus = np.maximum(bonus, np.where(inside, 0.8, np.where(after, 0.4, 0.0)))
+    if _about_the_present(intent) and params.current_bonus > 0:
+        bonus = np.maximum(bonus, params.current_bonus * index.recency(params.time_half_life_days))
+    if intent.asks_when and params.when_bonus > 0:
+        bonus = np.maximum(bonus, np.where(dated, params.when_bonus, 0.0))
+    return bonus
+
+
+def newer_competitors_first(
+    order: Sequence[int],
+    similarity: np.ndarray,
+    confirmed: np.ndarray,
+    neighbours: int,
+    relevance: np.ndarray | None = None,
+    min_share: float = 0.3,
+) -> tuple[list[int], dict[int, int]]:
+    """Reorder ranked picks so that no fact stays above a newer fact it competes with (pure).
+
+    Two picks *compete* when either is among the other's ``neighbours`` most similar picks
+    (``similarity`` is the picks' pairwise similarity, in ``order``'s order; a similarity of 0
+    or less never counts) and both are relevant to the question (``relevance`` at least
+    ``min_share`` of the best pick's): they are most likely two statements of the same thing —
+    a city, an employer — made at different times. When the extraction did not link the change
+    (``supersedes``), both stay active, and for a question about the present the newer one must
+    come first. Neighbour *ranks* decide rather than a similarity threshold, so the rule holds
+    for any embedding model and for the lexical channel alike.
+
+    Facts are visited newest first (by ``confirmed``, seconds; NaN: oldest); an older fact that
+    ranks at or above a newer competitor is placed right after it. Only the picks' order
+    changes, never which facts are picked. Returns (new order, {moved fact: the fact it now
+    follows}).
+    """
+    n = len(order)
+    if n < 2 or neighbours <= 0:
+        return list(order), {}
+    sims = np.array(similarity, dtype=np.float64, copy=True)
+    np.fill_diagonal(sims, -np.inf)
+    k = min(neighbours, n - 1)
+    nearest = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    close = np.zeros((n, n), dtype=bool)
+    rows = np.repeat(np.arange(n), k)
+    close[rows, nearest.ravel()] = sims[rows, nearest.ravel()] > 0
+    if relevance is not None:
+        values = np.asarray(relevance, dtype=np.float64)
+        top = float(values.max()) if len(values) else 0.0
+        taking_part = (values > 0) & (values >= min_share * top)
+        close &= taking_part[:, None] & taking_part[None, :]
+    close |= close.T
+    stamps = np.nan_to_num(np.asarray(confirmed, dtype=np.float64), nan=-math.inf)
+    # a position-based score: the original order, with room to insert after any pick
+    score = -np.arange(n, dtype=np.float64)
+    moved: dict[int, int] = {}
+    by_age = sorted(range(n), key=lambda a: (-stamps[a], a))
+    for rank_a, a in enumerate(by_age):
+        for b in by_age[:rank_a]:
+            if close[a, b] and stamps[b] > stamps[a] and score[a] >= score[b]:
+                score[a] = score[b] - 1e-6 * (1 + a)
+                moved[order[a]] = order[b]
+    ranked = sorted(range(n), key=lambda a: -score[a])
+    return [order[a] for a in ranked], moved
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+_NO_INTENT = TimeIntent()
+
+
+@lru_cache(maxsize=1024)
+def _cached_intent(text: str, day: datetime) -> TimeIntent:
+    """:func:`~.dates.query_time_intent` per (message, day): tool loops and retries send the
+    same message several times, and periods only depend on the day."""
+    return query_time_intent(text, day)
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
@@ -409,12 +581,39 @@ def score_facts(
     *,
     primary_vector: np.ndarray | None = None,
     context_vector: np.ndarray | None = None,
+    now: datetime | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """(score, relevance, lexical, semantic) per fact. Pure: no I/O, no model calls.
 
     The vectors are the embeddings of ``query.primary`` / ``query.context``; they are used only
-    when the index has fact vectors (``index.dense``).
+    when the index has fact vectors (``index.dense``). ``now`` resolves the periods a question
+    names ("last month"); without it only "now"/"when" questions use the time route.
+    :func:`score_parts` also returns the time route's part.
     """
+    return score_parts(
+        index,
+        query,
+        params,
+        primary_vector=primary_vector,
+        context_vector=context_vector,
+        now=now,
+    )[:4]
+
+
+def score_parts(
+    index: FactIndex,
+    query: SelectionQuery,
+    params: SelectionParams,
+    *,
+    primary_vector: np.ndarray | None = None,
+    context_vector: np.ndarray | None = None,
+    now: datetime | None = None,
+    intent: TimeIntent | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """:func:`score_facts` plus the time route's bonus per fact (before ``time_weight``).
+
+    ``intent``: the question's :class:`TimeIntent` when the caller has it (else it is read from
+    ``query.primary`` against ``now``)."""
     n = len(index)
     if params.method == "seed":
         lexical = index.lexical.scores(query.concatenated)
@@ -423,6 +622,7 @@ def score_facts(
             lexical,
             lexical,
             None,
+            np.zeros(n),
         )
     dense = index.dense if primary_vector is not None else None
     lexical = index.lexical.scores(query.primary)
@@ -440,7 +640,16 @@ def score_facts(
     score = params.relevance_weight * relevance + params.confidence_weight * index.confidence
     if params.recency_weight > 0 and n:
         score = score + params.recency_weight * index.recency(params.recency_half_life_days)
-    return score, relevance, lexical, semantic
+    bonus = np.zeros(n)
+    if params.time_weight > 0 and n:
+        if intent is None and now is not None:
+            intent = query_time_intent(query.primary, now)
+        elif intent is None:  # no clock: only the parts that need none
+            seen = query_time_intent(query.primary, datetime.now(UTC))
+            intent = TimeIntent(asks_when=seen.asks_when, current=seen.current)
+        bonus = time_bonus(index, intent, params)
+        score = score + params.time_weight * bonus
+    return score, relevance, lexical, semantic, bonus
 
 
 def rank(index: FactIndex, scores: np.ndarray, top_k: int) -> list[int]:
@@ -482,8 +691,11 @@ class FactSelector:
         *,
         cache_size: int = 64,
         half_lives: Mapping[str, float] | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.params = params or SelectionParams()
+        self.clock: Callable[[], datetime] = clock or _utc_now
+        """Decay and the periods questions name ("last month") are measured against it."""
         self.embeddings = embeddings if self.params.method == "deermem" else None
         self.half_lives: Mapping[str, float] | None = half_lives
         self._cache_size = cache_size
@@ -513,7 +725,7 @@ class FactSelector:
             index = FactIndex(
                 active,
                 self.params.method,
-                now=datetime.now(UTC),
+                now=self.clock(),
                 half_lives=self.half_lives,
             )
             with self._lock:
@@ -577,13 +789,33 @@ class FactSelector:
             except Exception:
                 logger.exception("query embedding failed; selecting facts lexically")
                 primary_vector = context_vector = None
-        scores, relevance, lexical, semantic = score_facts(
+        intent = self._intent(query)
+        scores, relevance, lexical, semantic, bonus = score_parts(
             index,
             query,
             self.params,
             primary_vector=primary_vector,
             context_vector=context_vector,
+            intent=intent,
         )
+        picks = rank(index, scores, k)
+        moved: dict[int, int] = {}
+        if _about_the_present(intent) and self.params.competitors > 0 and len(picks) > 1:
+            if semantic is not None and index.dense is not None:
+                rows = index.dense[picks]
+                similarity = rows @ rows.T
+            elif isinstance(index.lexical, CharNgramIndex):
+                similarity = index.lexical.pairwise([index.facts[i].content for i in picks])
+            else:
+                similarity = None
+            if similarity is not None:
+                picks, moved = newer_competitors_first(
+                    picks,
+                    similarity,
+                    index.confirmed[picks],
+                    self.params.competitors,
+                    relevance[picks],
+                )
         recency = (
             index.recency(self.params.recency_half_life_days)
             if self.params.recency_weight > 0 and self.params.method == "deermem"
@@ -598,9 +830,20 @@ class FactSelector:
                 None if semantic is None else float(semantic[i]),
                 float(recency[i]),
                 float(index.confidence[i]),
+                float(bonus[i]),
+                index.facts[moved[i]].id if i in moved else None,
             )
-            for i in rank(index, scores, k)
+            for i in picks
         ]
+
+    def _intent(self, query: SelectionQuery) -> TimeIntent:
+        """What the newest message says about time (none for the seed's formula, or when the
+        time route is off)."""
+        if self.params.method != "deermem" or self.params.time_weight <= 0:
+            return _NO_INTENT
+        now = self.clock()
+        day = datetime(now.year, now.month, now.day, tzinfo=now.tzinfo or UTC)
+        return _cached_intent(query.primary, day)
 
     def forget(self, key: Hashable) -> None:
         with self._lock:

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .apply import ApplyReport, advance_watermark, apply_update
-from .config import MemoryConfig
+from .config import DEFAULT_MAX_FACTS, MemoryConfig
+from .dates import parse_timestamp
 from .extraction import ExtractionResult, MemoryExtractor
 from .filtering import Turn, has_enough_for_update, turns_after
 from .schema import Memory, new_fact_id
@@ -65,6 +66,16 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _said_at(turns: list[Turn]) -> datetime | None:
+    """When the newest of these turns that knows its time was said (relative dates in the new
+    facts resolve against it)."""
+    for turn in reversed(turns):
+        moment = parse_timestamp(turn.at)
+        if moment is not None:
+            return moment
+    return None
+
+
 class MemoryUpdater:
     """Runs :class:`CaptureJob` s against a storage with an extractor (see module docstring)."""
 
@@ -88,6 +99,8 @@ class MemoryUpdater:
         self._annotate = annotate
         """Folds bookkeeping (e.g. injection counts) into a document that is being saved."""
         self._scope_locks = [threading.Lock() for _ in range(64)]  # striped: bounded memory
+        self._trim_reported: set[MemoryScope] = set()
+        self._trim_lock = threading.Lock()
 
     def run(self, job: CaptureJob) -> UpdateOutcome:
         """Extract the turns of ``job`` not yet in memory and store the result.
@@ -158,6 +171,24 @@ class MemoryUpdater:
         with self._scope_locks[hash(scope) % len(self._scope_locks)]:
             return self._apply_and_save(job, new, extraction, last_turn, seen_mark)
 
+    def _report_trim(self, scope: MemoryScope, count: int) -> None:
+        """Say once per scope (per process) what ``max_facts`` costs: trimmed facts are deleted."""
+        with self._trim_lock:
+            first = scope not in self._trim_reported
+            self._trim_reported.add(scope)
+        if first:
+            logger.warning(
+                "memory of user %r agent %r is over max_facts=%d: %d fact(s) of least value "
+                "deleted in this update (superseded and archived first, then the least "
+                "confident, never injected or confirmed, least recently used). The default "
+                "capacity is %d; raise max_facts to keep them. Later trims are logged at INFO.",
+                scope.user_id,
+                scope.agent_name,
+                self.config.max_facts,
+                count,
+                DEFAULT_MAX_FACTS,
+            )
+
     def _apply_and_save(
         self,
         job: CaptureJob,
@@ -168,6 +199,7 @@ class MemoryUpdater:
     ) -> UpdateOutcome:
         scope = job.scope
         state: dict[str, Any] = {"report": ApplyReport(), "already": False}
+        said_at = _said_at(new)
 
         def mutate(current: Memory) -> Memory | None:
             """The update applied to ``current`` (None: these turns are stored already)."""
@@ -188,6 +220,7 @@ class MemoryUpdater:
                 id_factory=self._id_factory,
                 half_lives=self.config.fact_half_life_days or None,
                 archive_floor=self.config.archive_floor,
+                said_at=said_at,
             )
             state["report"] = report
             if self._annotate is not None:
@@ -230,6 +263,8 @@ class MemoryUpdater:
             )
             return UpdateOutcome("already_applied", revision, len(new), conflicts=conflicts)
         report = state["report"]
+        if report.facts.trimmed:
+            self._report_trim(scope, len(report.facts.trimmed))
         counts = report.summary()
         logger.info(
             "memory applied for user %r agent %r: revision %d, sections=%d added=%d reinforced=%d "

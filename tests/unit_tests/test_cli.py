@@ -252,6 +252,25 @@ def test_fact_add_edit_rm(config_path: Path, capsys: pytest.CaptureFixture[str])
     assert _storage(config_path).load(MemoryScope("alice", AGENT)).revision == 3
 
 
+def test_fact_dates_from_the_command_line(
+    config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ("fact", "add", "Ran the Porto half marathon", "--user", "alice", "--date", "May 2026")
+    assert _run(config_path, *argv, "--until", "2026-12-31") == 0
+    (fact,) = _facts(config_path, "alice").values()
+    assert (fact.eventAt, fact.validUntil) == ("2026-05", "2026-12-31")
+    capsys.readouterr()
+    assert _run(config_path, "show", "--user", "alice") == 0
+    assert "2026-05 (until 2026-12-31)" in capsys.readouterr().out
+    edit = ("fact", "edit", fact.id, "--user", "alice")
+    assert _run(config_path, *edit, "--date", "2026-05-03", "--until", "none") == 0
+    assert "eventAt: '2026-05' -> '2026-05-03'" in capsys.readouterr().out
+    edited = _facts(config_path, "alice")[fact.id]
+    assert (edited.eventAt, edited.validUntil) == ("2026-05-03", None)
+    assert _run(config_path, *edit, "--date", "last spring") == 2  # main() catches usage errors
+    assert "not a date: 'last spring'" in capsys.readouterr().err
+
+
 def test_unknown_fact_id_is_one_line_and_exit_2(
     config_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

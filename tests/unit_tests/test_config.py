@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from deermem_middleware.config import (
     CONFIG_ENV_VAR,
+    DEFAULT_MAX_FACTS,
     ConfigError,
     MemoryConfig,
     default_config_path,
@@ -45,7 +46,10 @@ def test_defaults_match_deerflow() -> None:
     assert config.enabled is True
     assert config.injection_enabled is True
     assert config.debounce_seconds == 30
-    assert config.max_facts == 100
+    # not DeerFlow's 100: trimming to 100 deleted what later questions needed (long-horizon
+    # replay); an explicit max_facts, DeerFlow's included, is honoured
+    assert config.max_facts == DEFAULT_MAX_FACTS == 5000
+    assert config.archive_floor is None  # nothing is archived for its age by default
     assert config.fact_confidence_threshold == pytest.approx(0.7)
     assert config.max_injection_tokens == 2000
     assert config.model_name is None
@@ -55,7 +59,7 @@ def test_defaults_match_deerflow() -> None:
 def test_empty_memory_block_gives_defaults(tmp_path: Path) -> None:
     path = write(tmp_path / "config.yaml", "models: []\n")
     config = load_memory_config(path)
-    assert config.max_facts == 100
+    assert config.max_facts == DEFAULT_MAX_FACTS
     assert config.enabled is True
     assert load_memory_config(write(tmp_path / "empty.yaml", "")).debounce_seconds == 30
 

@@ -63,13 +63,14 @@ def test_render_format() -> None:
     assert "History:" in lines
     assert "- Recent: Asked about dbt tests" in lines
     assert "Facts:" in lines
-    assert "- [preference | 0.90] Prefers dark mode" in lines
-    assert "- [behavior | 0.85] 用户喜欢喝茶" in lines
+    dark = "- [preference | 0.90 | noted 2026-01-01] Prefers dark mode"
+    tea = "- [behavior | 0.85 | noted 2026-01-01] 用户喜欢喝茶"
+    assert dark in lines and tea in lines
     assert lines.index("User Context:") < lines.index("- Work: Data engineer at Acme")
     assert lines.index("History:") < lines.index("Facts:")
-    assert lines.index("- [preference | 0.90] Prefers dark mode") < lines.index(
-        "- [behavior | 0.85] 用户喜欢喝茶"
-    )
+    assert lines.index(dark) < lines.index(tea)
+    plain = render_memory_block(memory, facts, max_tokens=2000, show_dates=False).splitlines()
+    assert "- [preference | 0.90] Prefers dark mode" in plain  # DeerFlow's own line format
     assert not any(line.startswith("- Personal:") for line in lines)  # empty section skipped
 
 
@@ -97,7 +98,7 @@ def test_render_respects_token_budget(budget: int) -> None:
     if budget >= 100:
         assert block.startswith("<memory>\n") and block.endswith("\n</memory>")
     if budget >= 250:
-        assert "- [preference | 0.80] fact 0:" in block
+        assert "- [preference | 0.80 | noted 2026-01-01] fact 0:" in block
     full = render_memory_block(memory, facts, max_tokens=100_000)
     assert char_token_count(full) > budget  # the budget was binding
 

@@ -450,11 +450,15 @@ def test_archive_never_takes_manual_or_correction_facts() -> None:
     assert result == [manual, correction]
 
 
-def test_apply_update_archives_on_every_update() -> None:
+def test_apply_update_archives_for_age_only_when_opted_in() -> None:
     stale = fact("fact_stale", "Wants to learn Rust", category="goal", createdAt=days_ago(120))
     fresh = fact("fact_fresh", "Likes tea", createdAt=days_ago(10))
     memory = Memory(facts=(stale, fresh), lastUpdated=EARLIER)
-    result, report = apply_update(memory, MemoryUpdate(), now=NOW, threshold=0.7, max_facts=100)
+    default, report = apply_update(memory, MemoryUpdate(), now=NOW, threshold=0.7, max_facts=100)
+    assert default == memory and not report.changed  # age alone never hides a fact
+    result, report = apply_update(
+        memory, MemoryUpdate(), now=NOW, threshold=0.7, max_facts=100, archive_floor=0.3
+    )
     assert {f.id: f.status for f in result.facts} == {
         "fact_stale": "archived",
         "fact_fresh": "active",
@@ -478,6 +482,7 @@ def test_apply_update_archives_on_every_update() -> None:
         threshold=0.7,
         max_facts=100,
         half_lives={"goal": 365},
+        archive_floor=0.3,
     )
     assert all(f.status == "active" for f in longer.facts)
 
@@ -486,7 +491,9 @@ def test_facts_added_in_the_update_are_not_archived() -> None:
     """A weak fact that passed the threshold is not stale the moment it is stored."""
     memory = Memory()
     upd = MemoryUpdate(newFacts=[new("Maybe likes jazz", 0.2)])
-    result, report = apply_update(memory, upd, now=NOW, threshold=0.1, max_facts=100)
+    result, report = apply_update(
+        memory, upd, now=NOW, threshold=0.1, max_facts=100, archive_floor=0.3
+    )
     assert result.facts[0].status == "active"
     assert report.facts.archived == []
 
@@ -541,7 +548,7 @@ def test_manual_facts_survive_trimming_even_over_the_cap() -> None:
 # -- trimming ------------------------------------------------------------------------------------
 
 
-def test_trim_drops_history_first_oldest_first_then_least_confident() -> None:
+def test_trim_drops_superseded_then_archived_then_least_valuable() -> None:
     def history(fact_id: str, status: str, age: float) -> Fact:
         return fact(fact_id, fact_id, 0.99, status=status, createdAt=days_ago(age + 10),
                     updatedAt=days_ago(age))  # fmt: skip
@@ -560,7 +567,7 @@ def test_trim_drops_history_first_oldest_first_then_least_confident() -> None:
         assert [f.id for f in kept] == [f.id for f in facts if f.id not in {d.id for d in dropped}]
         [newly] = [f.id for f in dropped if f.id not in dropped_at]
         dropped_at.append(newly)
-    assert dropped_at == ["s_old", "x_mid", "s_new", "a_weak", "a_mid", "a_sure"]
+    assert dropped_at == ["s_old", "s_new", "x_mid", "a_weak", "a_mid", "a_sure"]
 
 
 def test_apply_facts_trims_superseded_before_active() -> None:
