@@ -697,7 +697,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"time = {time_route}")
     print(
         "confidence = the stored confidence decayed by the fact's category half-life since it "
-        "was last confirmed (the conf column shows the value used)"
+        "was last used, confirmed or injected (the conf column shows the value used)"
     )
     print(
         f"{len(ranked)} of {active} active fact(s) ranked (top_k {params.top_k})"

@@ -42,6 +42,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Final, Literal, TypeAlias
 
 __all__ = [
@@ -207,6 +208,13 @@ def parse_timestamp(text: str | None) -> datetime | None:
     """
     if not text or not isinstance(text, str):
         return None
+    return _parse_iso(text)
+
+
+@lru_cache(maxsize=65536)
+def _parse_iso(text: str) -> datetime | None:
+    """:func:`parse_timestamp` of a string, cached: every index build of a memory revision reads
+    the same few thousand timestamps again (datetimes are immutable, so sharing them is safe)."""
     value = text.strip()
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
