@@ -45,10 +45,16 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CONFIG_ENV_VAR = "DEERMEM_CONFIG"
+DEFAULT_STORAGE_PATH = "~/.deermem"
 DEFAULT_MAX_FACTS = 5000
 """Facts kept per scope by default: what selection handles well within budget (see the README's
 lifecycle section for the measurements); DeerFlow's 100 deleted what later questions needed."""
-AGENT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
+AGENT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+\Z")
+r"""``\Z``, not ``$``: ``$`` also matches before a trailing newline ("coder\n" was accepted)."""
+MAX_YAML_NODES = 100_000
+"""Most YAML nodes a config may expand to once aliases are followed: a real config has a few
+hundred; a "billion laughs" document (aliases of aliases) has billions and kept the loader busy
+for minutes."""
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|^\$([A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -147,7 +153,7 @@ class MemoryConfig(BaseModel):
     """Master switch: when false the middleware neither injects nor captures."""
     injection_enabled: bool = True
     """Put the memory into the system prompt before each model call."""
-    storage_path: str = "~/.deermem"
+    storage_path: str = DEFAULT_STORAGE_PATH
     """Folder of the JSON-file backend (relative paths resolve against the YAML file's folder)."""
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """The storage backend (``file`` by default; ``postgres`` for many workers and hosts)."""
@@ -254,6 +260,16 @@ class MemoryConfig(BaseModel):
             raise ValueError(f"expected a number, got the boolean {value!r}")
         return value
 
+    @field_validator("storage_path")
+    @classmethod
+    def _storage_path(cls, value: str) -> str:
+        """A blank path (``storage_path: ""``, or a ``$VAR`` set to "") is "not set": the
+        default folder, never the current directory of whichever process happens to start."""
+        if not value.strip():
+            logger.info("memory storage_path is blank: using the default %s", DEFAULT_STORAGE_PATH)
+            return DEFAULT_STORAGE_PATH
+        return value
+
     @field_validator("agent_name")
     @classmethod
     def _agent_name(cls, value: str | None) -> str | None:
@@ -311,16 +327,55 @@ def _read_yaml(path: Path) -> _YamlDoc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_expansion(node, path)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{where}: invalid YAML: {problem}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     lines: dict[Key, int] = {}
     if node is not None:
         _collect_lines(node, (), lines)
     return _YamlDoc(path, data, lines)
+
+
+def _check_expansion(root: yaml.Node, path: Path) -> None:
+    """Refuse documents whose aliases expand past :data:`MAX_YAML_NODES` nodes, or refer to
+    themselves: both would make every later walk of the data (line numbers, ``$VAR``
+    resolution, validation) take forever. Counted on the node graph, each shared node once."""
+    sizes: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in busy:
+            line = node.start_mark.line + 1
+            raise ConfigError(f"{path}:{line}: invalid YAML: an alias refers to itself")
+        busy.add(id(node))
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                total += size(key_node) + size(value_node)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += size(item)
+        busy.discard(id(node))
+        sizes[id(node)] = total
+        if total > MAX_YAML_NODES:
+            line = node.start_mark.line + 1
+            raise ConfigError(
+                f"{path}:{line}: invalid YAML: aliases expand to more than {MAX_YAML_NODES:,} "
+                "nodes (a config never needs that many; is this an alias bomb?)"
+            )
+        return total
+
+    size(root)
 
 
 def _collect_lines(node: yaml.Node, key: Key, lines: dict[Key, int]) -> None:
@@ -492,8 +547,9 @@ def load_memory_config(
     merged.pop("__backend__", None)
     _resolve_model_name(merged, origins, main)
     storage = merged.get("storage_path")
-    if isinstance(storage, str) and storage and not os.path.isabs(os.path.expanduser(storage)):
-        merged["storage_path"] = str(origins["storage_path"].doc.path.parent / storage)
+    if isinstance(storage, str) and storage.strip():  # blank: the default (see the model)
+        if not os.path.isabs(os.path.expanduser(storage)):
+            merged["storage_path"] = str(origins["storage_path"].doc.path.parent / storage)
     backend = merged.get("storage")
     if isinstance(backend, dict) and isinstance(backend.get("path"), str):
         db_path = backend["path"]

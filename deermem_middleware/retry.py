@@ -20,6 +20,10 @@ from collections.abc import Callable
 __all__ = ["CircuitBreaker", "describe_failure", "is_transient"]
 
 
+_MAX_DOUBLINGS = 62
+"""Beyond this many doublings any base delay is past any sensible cap (2**62 s is ~10**11 years)."""
+
+
 class CircuitBreaker:
     """Consecutive-failure counter with exponential, jittered back-off. Thread-safe."""
 
@@ -59,7 +63,9 @@ class CircuitBreaker:
         """Count a failed call; returns how long its work should wait before the next try."""
         with self._lock:
             self.failures += 1
-            ceiling = min(self.cap, self.base * 2 ** (self.failures - 1))
+            # the exponent is capped before the power: 2.0 ** 1024 overflows a float, which
+            # once turned the 1,025th failure of a dead endpoint (~1.5 days) into a lost job
+            ceiling = min(self.cap, self.base * 2.0 ** min(self.failures - 1, _MAX_DOUBLINGS))
             delay = ceiling * (0.5 + 0.5 * self._jitter())  # "equal jitter": never near zero
             if self.failures >= self.threshold:
                 self._open_until = max(self._open_until, self._clock() + delay)
