@@ -547,9 +547,9 @@ def load_memory_config(
     merged.pop("__backend__", None)
     _resolve_model_name(merged, origins, main)
     storage = merged.get("storage_path")
-    if isinstance(storage, str) and storage.strip():  # blank: the default (see the model)
-        if not os.path.isabs(os.path.expanduser(storage)):
-            merged["storage_path"] = str(origins["storage_path"].doc.path.parent / storage)
+    blank = not isinstance(storage, str) or not storage.strip()  # the default: see the model
+    if not blank and not os.path.isabs(os.path.expanduser(str(storage))):
+        merged["storage_path"] = str(origins["storage_path"].doc.path.parent / str(storage))
     backend = merged.get("storage")
     if isinstance(backend, dict) and isinstance(backend.get("path"), str):
         db_path = backend["path"]
