@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from .interchange import CapReport
     from .middleware import MemoryMiddleware
     from .schema import Fact, Memory
     from .storage.base import MemoryScope, MemoryStorage
@@ -1217,20 +1218,16 @@ def _read_memory_file(path: Path, fmt: str = "auto") -> tuple[Memory, str]:
     """
     from pydantic import ValidationError
 
-    from .schema import Memory
+    from .schema import DocumentFormatError, Memory, parse_document_json
 
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read import file {path}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+        data = parse_document_json(raw)
+    except DocumentFormatError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise UsageError(
             f"{path}: the top level is a JSON {type(data).__name__}, expected an object "
@@ -1251,8 +1248,15 @@ def _read_memory_file(path: Path, fmt: str = "auto") -> tuple[Memory, str]:
         more = f" (and {exc.error_count() - 1} more error(s))" if exc.error_count() > 1 else ""
         message = str(first["msg"]).removeprefix("Value error, ")
         raise UsageError(f"{path}: {_field_path(first['loc'])}: {message}{more}") from None
+    from .interchange import invalid_text
+
     seen: dict[str, int] = {}
     for index, fact in enumerate(memory.facts):
+        for name, value in fact.model_dump(exclude={"content", "category"}).items():
+            if isinstance(value, str) and invalid_text(value):
+                raise UsageError(
+                    f"{path}: facts[{index}].{name}: not valid Unicode (a lone surrogate)"
+                )
         if not fact.id.strip():
             raise UsageError(f"{path}: facts[{index}].id: must not be blank")
         if not fact.content.strip():
@@ -1329,20 +1333,28 @@ def _merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, 
 
 
 def _import(args: argparse.Namespace) -> int:
+    from .interchange import CapReport, cap_document
+
     path = Path(args.file)
     incoming, detected = _read_memory_file(path, args.format)
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
         report = _MergeReport()
+        capped = CapReport()
 
         def change(memory: Memory) -> Memory:
-            nonlocal report
+            nonlocal report, capped
             now = _now()
             if args.replace:
                 report = _MergeReport(added=[f.id for f in incoming.facts])
-                return incoming.model_copy(update={"lastUpdated": now})
-            merged, report = _merge_memory(memory, incoming, now)
-            return merged
+                merged = incoming.model_copy(update={"lastUpdated": now})
+            else:
+                merged, report = _merge_memory(memory, incoming, now)
+            # the caps extracted data has: lengths, valid text, max_facts, watermarks
+            result, capped = cap_document(merged, max_facts=middleware.config.max_facts)
+            dropped = set(capped.facts_over_capacity)
+            report.added = [i for i in report.added if i not in dropped]
+            return result
 
         before, _, revision = _compare_and_set(middleware.storage, scope, change)
         embeddings = middleware.selector.embeddings
@@ -1353,7 +1365,8 @@ def _import(args: argparse.Namespace) -> int:
     if args.replace:
         print(
             f"replaced the memory of {_who(scope)} with {path} ({detected} format): "
-            f"{len(incoming.facts)} fact(s), was {len(before.facts)}; revision {revision}"
+            f"{len(report.added)} fact(s), was {len(before.facts)}; revision {revision}"
+            + _capped_note(capped)
         )
         return 0
     print(
@@ -1362,8 +1375,14 @@ def _import(args: argparse.Namespace) -> int:
         f"known id and {report.same_text} with known text skipped; "
         f"{len(report.sections)} summary(ies) taken"
         + (f" ({', '.join(report.sections)})" if report.sections else "")
+        + _capped_note(capped)
     )
     return 0
+
+
+def _capped_note(capped: CapReport) -> str:
+    notes = capped.notes()
+    return f"; capped as extracted memory is: {'; '.join(notes)}" if notes else ""
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,8 +10,14 @@ Replaying never applies anything twice: the update's thread watermark is stored 
 the memory, so turns that were already applied before the crash (a crash between saving the memory
 and removing the entry) are recognised and skipped.
 
-Cheap on the capture path: one small write plus a rename, no ``fsync`` by default (the page cache
-survives a killed process; set ``journal_fsync: true`` to survive power loss too).
+An entry is written to a temp file and renamed over the previous one, so whatever stops the
+write — a full disk, a short write, SIGKILL in the middle of a 1 MB entry — leaves the previous
+entry whole (writing in place once destroyed it on a full disk). No ``fsync`` by default (the page
+cache survives a killed process; set ``journal_fsync: true`` to survive power loss too).
+
+Whose entry is it? Each entry records the host, the pid *and a token drawn once per process*: a
+container restarted with the same pid (an entrypoint running as pid 1) is a new process with a
+new token, so it replays its dead predecessor's entries instead of taking them for its own.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import contextlib
 import json
 import logging
 import os
+import re
+import secrets
 import socket
 import threading
 import time
@@ -46,9 +54,23 @@ logger = logging.getLogger(__name__)
 _HOST = socket.gethostname()
 
 
-def process_owner() -> tuple[str, int]:
-    """(host, pid) of this process (after a fork, the child's own pid)."""
-    return _HOST, os.getpid()
+_RUN: tuple[int, str] = (0, "")
+_TEMP_WRITER = re.compile(r"\.(\d+)-\d+\.tmp$")
+"""Journal temp files are named ``.<entry>.<pid>-<thread>.tmp``."""
+_ORPHAN_TEMP_SECONDS = 60.0
+"""A journal temp file older than this was left by a writer that died mid-write (a write takes
+milliseconds)."""
+
+
+def process_owner() -> tuple[str, int, str]:
+    """(host, pid, run token) of this process. The token is new in every process (after a
+    fork, the child draws its own), so a later process that gets the same pid — a restarted
+    container's pid 1 — is told apart from the one that wrote an entry."""
+    global _RUN
+    pid = os.getpid()
+    if _RUN[0] != pid:
+        _RUN = (pid, secrets.token_hex(8))
+    return _HOST, pid, _RUN[1]
 
 
 def job_token(turns: tuple[Turn, ...]) -> str:
@@ -64,6 +86,15 @@ class JournalEntry:
     host: str
     pid: int
     created: float
+    run: str = ""
+    """The writing process's run token (:func:`process_owner`); "" in entries written before
+    tokens existed."""
+
+    @classmethod
+    def mine(cls, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> JournalEntry:
+        """An entry owned by this process, written now."""
+        host, pid, run = process_owner()
+        return cls(scope, thread_id, turns, host, pid, time.time(), run)
 
     @property
     def token(self) -> str:
@@ -71,10 +102,10 @@ class JournalEntry:
 
     def owner_is_gone(self, orphan_after_seconds: float, now: float | None = None) -> bool:
         """True when the process that wrote this entry cannot still be working on it."""
-        host, pid = process_owner()
+        host, pid, run = process_owner()
         if self.host == host:
             if self.pid == pid:
-                return False
+                return self.run != run  # same pid, another process: a predecessor's entry
             return not _pid_alive(self.pid)
         # another machine: we cannot ask it; wait long enough that it must have given up
         return (now if now is not None else time.time()) - self.created > orphan_after_seconds
@@ -86,7 +117,7 @@ class JournalEntry:
             "turns": [
                 [t.role, t.text, t.fingerprint, *([t.at] if t.at else [])] for t in self.turns
             ],
-            "owner": {"host": self.host, "pid": self.pid},
+            "owner": {"host": self.host, "pid": self.pid, "run": self.run},
             "created": self.created,
         }
 
@@ -102,6 +133,7 @@ class JournalEntry:
             str(owner.get("host", "")),
             int(owner.get("pid", 0)),
             float(data.get("created", 0.0)),
+            str(owner.get("run", "")),
         )
 
 
@@ -165,11 +197,8 @@ class InMemoryJournal:
         self._lock = threading.Lock()
 
     def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
-        host, pid = process_owner()
         with self._lock:
-            self._entries[(scope, thread_id)] = JournalEntry(
-                scope, thread_id, turns, host, pid, time.time()
-            )
+            self._entries[(scope, thread_id)] = JournalEntry.mine(scope, thread_id, turns)
 
     def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
         with self._lock:
@@ -207,31 +236,38 @@ class FileJournal:
         )
 
     def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
-        host, pid = process_owner()
-        entry = JournalEntry(scope, thread_id, turns, host, pid, time.time())
+        """Replace the thread's entry atomically: the new entry whole, or the old one whole.
+
+        Raises ``OSError`` when the entry cannot be written (a full disk); the previous entry
+        is then still there."""
+        entry = JournalEntry.mine(scope, thread_id, turns)
         path = self.path_for(scope, thread_id)
         payload = json.dumps(entry.to_json(), ensure_ascii=False).encode("utf-8")
+        temp = path.with_name(f".{path.name}.{entry.pid}-{threading.get_ident()}.tmp")
         with self._lock:
             folder = path.parent
             if folder not in self._made:
                 folder.mkdir(parents=True, exist_ok=True)
                 self._made.add(folder)
-            # Overwrite in place, then cut to length: one write syscall (a killed process
-            # cannot tear it) and no rename — ~10 µs instead of ~200 µs for temp + replace on
-            # the capture path. A reader ignores bytes after the JSON object (a crash between the
-            # write and the truncate of a shorter entry).
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             except FileNotFoundError:  # the folder was removed (forget): make it again
                 folder.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                os.pwrite(fd, payload, 0)
-                os.ftruncate(fd, len(payload))
-                if self._fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+                try:
+                    view = memoryview(payload)
+                    while view:  # a write can be short (a full disk, a signal): loop
+                        view = view[os.write(fd, view) :]
+                    if self._fsync:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(temp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    temp.unlink()
+                raise
 
     def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
         path = self.path_for(scope, thread_id)
@@ -253,14 +289,36 @@ class FileJournal:
             if not path.name.startswith("."):
                 yield path
 
+    def _remove_orphan_temps(self) -> None:
+        """Temp files of writers that died mid-write (never read as entries): their writer's
+        pid (in the name) is gone, or they are older than any write takes."""
+        if not self.root.is_dir():
+            return
+        cutoff = time.time() - _ORPHAN_TEMP_SECONDS
+        for temp in self.root.glob("*/*/.*.tmp"):
+            writer = _TEMP_WRITER.search(temp.name)
+            with contextlib.suppress(OSError):
+                if (writer and not _pid_alive(int(writer.group(1)))) or (
+                    temp.stat().st_mtime < cutoff
+                ):
+                    temp.unlink()
+
     def entries(self) -> list[JournalEntry]:
+        self._remove_orphan_temps()
         found: list[JournalEntry] = []
         for path in self._files():
             try:
                 found.append(JournalEntry.from_json(_read_entry(path)))
             except FileNotFoundError:
                 continue  # finished meanwhile
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            except (
+                OSError,
+                ValueError,
+                KeyError,
+                TypeError,
+                AttributeError,
+                RecursionError,
+            ) as exc:
                 aside = path.with_name(f".{path.name}.unreadable-{int(time.time())}")
                 with contextlib.suppress(OSError):
                     path.rename(aside)

@@ -18,6 +18,7 @@ float ranges, and a strict SDK would then reject the whole answer instead of one
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import secrets
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_SUPERSEDES_PER_FACT",
     "SECTION_FIELDS",
     "USER_FIELDS",
+    "DocumentFormatError",
     "Fact",
     "FactCategory",
     "History",
@@ -64,6 +66,7 @@ __all__ = [
     "coerce_confidence",
     "is_invisible",
     "new_fact_id",
+    "parse_document_json",
     "utc_now_iso",
 ]
 
@@ -93,6 +96,35 @@ MAX_SUPERSEDES_PER_FACT: Final = 5
 a looping model from marking the whole memory as history with one item."""
 
 SourceKind = Literal["stated", "inferred"]
+
+
+class DocumentFormatError(ValueError):
+    """A stored or imported document is not readable JSON; the message says why, in one line."""
+
+
+def parse_document_json(raw: bytes | str) -> Any:
+    """Decode a JSON document from a file or a database, turning *every* way it can fail into
+    :class:`DocumentFormatError` with a one-line reason.
+
+    ``json.loads`` raises more than ``JSONDecodeError``: a number of more than 4,300 digits is a
+    ``ValueError`` (Python's int-string limit) and deep nesting a ``RecursionError``; either one
+    used to escape as a traceback (and, in a stored document, to fail every update forever).
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise DocumentFormatError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentFormatError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise DocumentFormatError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # the int-string limit
+        reason = str(exc).split(";")[0]
+        raise DocumentFormatError(f"invalid JSON: a number is too long ({reason})") from None
 
 
 def utc_now_iso(now: datetime | None = None) -> str:
@@ -142,6 +174,8 @@ def coerce_confidence(value: Any) -> float:
             if math.isnan(number) or math.isinf(number):
                 raise ValueError(f"confidence must be finite, got {value!r}")
             return min(1.0, max(0.0, number / 100.0))  # an explicit percentage, clamped once
+    elif isinstance(value, int) and abs(value) > 100:
+        return 0.0 if value < 0 else 1.0  # clamped before float(): 10**400 overflows a float
     elif isinstance(value, int | float):
         number = float(value)
     else:
@@ -198,6 +232,20 @@ def _cap_list(limit: int) -> BeforeValidator:
 # --------------------------------------------------------------------------------------------
 # The stored document
 # --------------------------------------------------------------------------------------------
+
+MAX_COUNT: Final = 10**9
+"""Counters (confirmations, injections, watermark positions) are clamped to [0, 10**9]: a
+hand-edited or hostile document with a 4,000-digit count would otherwise load, then fail every
+later ``str()`` or save on Python's int-string limit."""
+
+
+def _clamp_count(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return min(max(value, 0), MAX_COUNT)
+    return value
+
+
+_COUNT = BeforeValidator(_clamp_count)
 
 _STORED = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
@@ -263,10 +311,10 @@ class Fact(BaseModel):
     """Whether the user said it (``stated``) or the model inferred it."""
     lastConfirmedAt: str | None = None
     """When a later conversation last confirmed (reinforced) it; decay counts from here."""
-    confirmations: int = 0
+    confirmations: Annotated[int, _COUNT] = 0
     """How many times a later conversation confirmed it."""
     lastInjectedAt: str | None = None
-    injections: int = 0
+    injections: Annotated[int, _COUNT] = 0
     status: Literal["active", "superseded", "archived"] = "active"
     """Only ``active`` facts are injected; the others stay for audit."""
     supersededBy: str | None = None
@@ -308,9 +356,9 @@ class Watermark(BaseModel):
     model_config = _STORED
 
     turn: str
-    count: int = 0
+    count: Annotated[int, _COUNT] = 0
     updatedAt: str = ""
-    position: int | None = None
+    position: Annotated[int | None, _COUNT] = None
     """How many turns the conversation had up to ``turn``: a capture with no more turns than
     this that does not contain ``turn`` is an older capture, not a trimmed history."""
 

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ..schema import Memory
+from ..schema import DocumentFormatError, Memory, parse_document_json
 from .base import CorruptedMemoryError, MemoryScope, RevisionConflict, StoredMemory
 
 try:  # POSIX only; elsewhere the in-process lock still applies
@@ -200,13 +200,9 @@ class JSONFileStorage:
     @staticmethod
     def _parse(path: Path, raw: bytes) -> StoredMemory:
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise CorruptedMemoryError(path, f"not UTF-8: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise CorruptedMemoryError(
-                path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            ) from exc
+            data = parse_document_json(raw)
+        except DocumentFormatError as exc:
+            raise CorruptedMemoryError(path, str(exc)) from exc
         if not isinstance(data, dict):
             raise CorruptedMemoryError(
                 path, f"top level is {type(data).__name__}, expected an object"

@@ -27,7 +27,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -469,10 +468,9 @@ class StoreJournal:
         self._storage = storage
 
     def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
-        from ..journal import JournalEntry, job_token, process_owner
+        from ..journal import JournalEntry, job_token
 
-        host, pid = process_owner()
-        entry = JournalEntry(scope, thread_id, turns, host, pid, time.time())
+        entry = JournalEntry.mine(scope, thread_id, turns)
         value = {**entry.to_json(), "token": job_token(turns)}
         self._storage.store.put(
             self._storage.namespace(scope, "pending"), label(thread_id), value, index=False

@@ -6,6 +6,11 @@ The crash-level proofs (real processes, signals, pid namespaces, a full tmpfs) a
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,10 +19,18 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
+from deermem_middleware.cli import main as cli_main
 from deermem_middleware.config import ConfigError, load_memory_config
+from deermem_middleware.filtering import Turn
+from deermem_middleware.injection import fact_line
+from deermem_middleware.journal import FileJournal
 from deermem_middleware.retry import CircuitBreaker
+from deermem_middleware.schema import MAX_COUNT, MAX_FACT_CHARS, MAX_SUMMARY_CHARS, Memory
+from deermem_middleware.storage import JSONFileStorage, MemoryScope
 
 from ..helpers import OpenAIStub, update_json
+
+SCOPE = MemoryScope("alice", "__default__")
 
 
 def _config(tmp_path: Path, **kw: Any) -> MemoryConfig:
@@ -166,3 +179,156 @@ def test_agent_names_with_newlines_or_spaces_are_refused(tmp_path: Path, name: s
         load_memory_config(path, agent_name=name)
     with pytest.raises(ValueError, match="agent name must match"):
         MemoryConfig(agent_name=name)
+
+
+# -- 2 and 4. re-journaling never destroys the previous entry --------------------------------------
+
+
+def _turns(text: str) -> tuple[Turn, ...]:
+    return (Turn("user", text, f"u:{text[:20]}"), Turn("assistant", "noted", "a:1"))
+
+
+def test_a_failed_rejournal_leaves_the_previous_entry_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = FileJournal(tmp_path / "pending")
+    journal.put(SCOPE, "t1", _turns("the first capture"))
+    real_write = os.write
+    calls = {"n": 0}
+
+    def short_then_full(fd: int, data: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[:100]))  # a short write ...
+        raise OSError(errno.ENOSPC, "No space left on device")  # ... then the disk is full
+
+    monkeypatch.setattr(os, "write", short_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        journal.put(SCOPE, "t1", _turns("a much longer second capture " * 50))
+    monkeypatch.undo()
+    [entry] = journal.entries()
+    assert entry.turns == _turns("the first capture")
+    folder = journal.path_for(SCOPE, "t1").parent
+    assert [p.name for p in folder.iterdir()] == ["t1.json"]  # no temp file left behind
+
+
+def test_orphan_temp_files_of_killed_writers_are_cleaned_at_recovery(tmp_path: Path) -> None:
+    journal = FileJournal(tmp_path / "pending")
+    journal.put(SCOPE, "t1", _turns("kept"))
+    folder = journal.path_for(SCOPE, "t1").parent
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = folder / f".t1.json.{dead.pid}-1.tmp"
+    orphan.write_bytes(b'{"scope": {"user_id": "alice", "agent_na')  # cut by SIGKILL
+    writing = folder / f".t2.json.{os.getpid()}-1.tmp"  # a live writer's, just begun
+    writing.write_bytes(b"{")
+    stale = folder / f".t3.json.{os.getpid()}-2.tmp"  # a live pid, but far too old
+    stale.write_bytes(b"{")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    assert [e.turns[0].text for e in journal.entries()] == ["kept"]
+    assert not orphan.exists() and not stale.exists()
+    assert writing.exists()  # a write in progress is left alone
+
+
+# -- 8. crashing parses, 9. imports bypassing the caps --------------------------------------------
+
+HUGE = "9" * 5000
+HOSTILE_FILES = {
+    "a 5,000-digit number": '{"facts": [{"id": "f1", "content": "x", "confirmations": '
+    + HUGE
+    + "}]}",
+    "deep nesting": '{"facts": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "a lone surrogate in an id": '{"facts": [{"id": "f\\ud800", "content": "Likes tea"}]}',
+    "a huge confidence": '{"facts": [{"id": "f1", "content": "x", "confidence": 1e999}]}',
+}
+
+
+@pytest.fixture
+def cli_config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "memory:\n  storage_path: mem\n  embeddings: none\n  max_facts: 100\n", encoding="utf-8"
+    )
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_FILES))
+def test_hostile_import_files_are_one_line_errors_and_store_nothing(
+    tmp_path: Path, cli_config: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    source = tmp_path / "hostile.json"
+    source.write_text(HOSTILE_FILES[name], encoding="utf-8")
+    code = cli_main(["import", str(source), "--user", "alice", "--config", str(cli_config)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and str(source) in err and "Traceback" not in err
+    assert JSONFileStorage(tmp_path / "mem").list_scopes() == []
+
+
+@pytest.mark.parametrize("name", ["a 5,000-digit number", "deep nesting"])
+def test_a_stored_document_that_crashes_the_parser_is_quarantined(
+    tmp_path: Path, name: str
+) -> None:
+    storage = JSONFileStorage(tmp_path / "mem")
+    path = storage.path_for(SCOPE)
+    path.parent.mkdir(parents=True)
+    path.write_text(HOSTILE_FILES[name], encoding="utf-8")
+    assert storage.load(SCOPE).memory.facts == ()  # the user continues from an empty memory
+    assert not path.exists()
+    assert len(list(path.parent.glob(f"{path.name}.corrupted-*"))) == 1  # kept for a person
+
+
+def test_oversized_counts_and_confidences_are_clamped_not_fatal() -> None:
+    memory = Memory.from_json_dict(
+        {
+            "facts": [
+                {"id": "f1", "content": "Likes tea", "confidence": 10**400, "injections": 10**4000},
+                {"id": "f2", "content": "Uses Go", "confidence": -(10**400), "confirmations": -5},
+            ],
+            "watermarks": {"t": {"turn": "x", "count": 10**4000, "position": 10**4000}},
+        }
+    )
+    first, second = memory.facts
+    assert (first.confidence, first.injections) == (1.0, MAX_COUNT)
+    assert (second.confidence, second.confirmations) == (0.0, 0)
+    assert memory.watermarks["t"].count == MAX_COUNT
+    json.dumps(memory.to_json_dict())  # saving works (a 4,000-digit int cannot be written)
+    lines = [fact_line(f) for f in memory.facts]
+    assert lines[0] == "- [context | 1.00] Likes tea"
+
+
+def test_imports_go_through_the_caps_of_extracted_data(
+    tmp_path: Path, cli_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = [
+        {"id": f"f{i:03d}", "content": f"Imported fact number {i}", "confidence": 0.7 + i / 2000}
+        for i in range(500)
+    ]
+    facts.append({"id": "long", "content": "y" * 5009, "confidence": 0.99})
+    facts.append({"id": "bad", "content": "Likes \ud800 tea", "confidence": 0.99})
+    document = {
+        "facts": facts,
+        "user": {"workContext": {"summary": "z" * 100_000, "updatedAt": "2026-01-01T00:00:00Z"}},
+    }
+    source = tmp_path / "big.json"
+    source.write_text(json.dumps(document), encoding="utf-8")  # \ud800 written as an escape
+    code = cli_main(["import", str(source), "--user", "alice", "--config", str(cli_config)])
+    out = capsys.readouterr().out
+    assert code == 0
+    stored = JSONFileStorage(tmp_path / "mem").load(MemoryScope("alice", "__default__")).memory
+    assert len(stored.facts) == 100  # max_facts
+    by_id = {f.id: f for f in stored.facts}
+    assert len(by_id["long"].content) == MAX_FACT_CHARS and by_id["long"].content.endswith("…")
+    assert by_id["bad"].content == "Likes \ufffd tea"
+    assert len(stored.user.workContext.summary) == MAX_SUMMARY_CHARS
+    assert "100 fact(s) added" in out  # what was kept, not what the file had
+    for note in (
+        "1 fact(s) cut to 400 characters",
+        "1 summary(ies) cut to 800 characters (workContext)",
+        "1 text(s) with invalid characters repaired",
+        "402 fact(s) over max_facts not kept",
+    ):
+        assert note in out, out
+    kept = {f.id for f in stored.facts}
+    assert {"long", "bad"} <= kept and "f000" not in kept  # the most confident are kept

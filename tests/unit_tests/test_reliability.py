@@ -94,16 +94,20 @@ def test_unreadable_journal_entry_is_set_aside(
 
 
 def test_owner_liveness() -> None:
-    mine = JournalEntry(SCOPE, "t", turns("a", "b"), *_owner(), created=time.time())
+    mine = JournalEntry.mine(SCOPE, "t", turns("a", "b"))
     assert not mine.owner_is_gone(600)
-    host = _owner()[0]
+    host, pid, run = _owner()
+    # the same pid in another process (a restarted container's pid 1): a predecessor's entry
+    predecessor = JournalEntry(SCOPE, "t", (), host, pid, time.time(), run="0" * 16)
+    assert run != "0" * 16 and predecessor.owner_is_gone(600)
+    assert JournalEntry(SCOPE, "t", (), host, pid, time.time()).owner_is_gone(600)  # no token
     assert JournalEntry(SCOPE, "t", (), host, dead_pid(), time.time()).owner_is_gone(600)
     elsewhere = JournalEntry(SCOPE, "t", (), "other-host", 1, created=1000.0)
     assert not elsewhere.owner_is_gone(600, now=1500.0)
     assert elsewhere.owner_is_gone(600, now=1700.0)
 
 
-def _owner() -> tuple[str, int]:
+def _owner() -> tuple[str, int, str]:
     from deermem_middleware.journal import process_owner
 
     return process_owner()
@@ -378,8 +382,8 @@ def test_storage_errors_do_not_open_the_breaker(tmp_path: Path) -> None:
 
 
 def test_shorter_entry_written_over_a_longer_one_reads_cleanly(tmp_path: Path) -> None:
-    """Entries are overwritten in place and cut to length; bytes left after the JSON object (a
-    crash between the write and the cut) are ignored."""
+    """A shorter entry replaces a longer one whole; bytes after the JSON object (left by versions
+    that wrote entries in place) are ignored."""
     journal = FileJournal(tmp_path / "pending")
     journal.put(SCOPE, "t", turns("a much longer first message " * 20, "and its answer"))
     journal.put(SCOPE, "t", turns("short", "ok"))

@@ -2,12 +2,13 @@
 
     python -m tests.integration_tests.workers.pending_then_killed STORAGE MARKER...
 
-STORAGE is a folder or a PostgreSQL DSN. Prints ``captured`` once every capture is queued (and
-journaled); nothing is extracted before the kill (the debounce is an hour).
+STORAGE is a folder or a PostgreSQL DSN. Prints ``captured pid=<pid>`` once every capture is
+queued (and journaled); nothing is extracted before the kill (the debounce is an hour).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -28,7 +29,7 @@ def main(argv: list[str]) -> int:
     for number, marker in enumerate(markers):
         if not mw.capture(conversation(marker), user_id="alice", thread_id=f"t{number}"):
             raise SystemExit(f"capture of {marker} queued nothing")
-    print("captured", flush=True)
+    print(f"captured pid={os.getpid()}", flush=True)
     time.sleep(600)
     return 0
 

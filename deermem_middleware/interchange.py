@@ -1,0 +1,129 @@
+"""Documents that come from outside — an import file, a hand-edited export — held to the same caps
+as what the extraction writes (pure).
+
+A memory document that an extraction produces can never hold a 5,000-character fact, a
+100,000-character summary or more facts than ``max_facts``: the update is validated and capped
+item by item. An import used to bypass all of it ("500 facts added" with ``max_facts: 100``, a fact
+of 5,009 characters), and the next update then silently trimmed what the import had added.
+:func:`cap_document` applies the caps once, on the way in, and says what it cut so the importer
+can tell the person who imported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from .apply import MAX_WATERMARKS
+from .facts import trim_facts
+from .schema import MAX_FACT_CHARS, MAX_SUMMARY_CHARS, SECTION_FIELDS, USER_FIELDS, Fact, Memory
+
+__all__ = ["MAX_CATEGORY_CHARS", "CapReport", "cap_document", "cap_text", "invalid_text"]
+
+MAX_CATEGORY_CHARS: Final = 40
+"""Categories are short words (DeerFlow's own include ``workflow`` and ``project``)."""
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def invalid_text(text: str) -> bool:
+    """True when ``text`` cannot be stored as UTF-8: it holds a lone surrogate (JSON ``"\\ud800"``
+    decodes to one), which would make every save of the document fail."""
+    return bool(_LONE_SURROGATE.search(text))
+
+
+def cap_text(text: str, limit: int) -> str:
+    """``text`` with lone surrogates replaced (U+FFFD) and cut to ``limit`` characters (the
+    head kept, ``…`` marking the cut), as the extraction's own validation does."""
+    text = _LONE_SURROGATE.sub("\ufffd", text)
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…"
+
+
+@dataclass
+class CapReport:
+    """What :func:`cap_document` changed (counts and names; empty when nothing)."""
+
+    facts_cut: int = 0
+    summaries_cut: list[str] = field(default_factory=list)
+    categories_cut: int = 0
+    text_repaired: int = 0
+    facts_over_capacity: list[str] = field(default_factory=list)
+    watermarks_dropped: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.notes())
+
+    def notes(self) -> list[str]:
+        """One short phrase per kind of change, for the person who imported."""
+        notes = []
+        if self.facts_cut:
+            notes.append(f"{self.facts_cut} fact(s) cut to {MAX_FACT_CHARS} characters")
+        if self.summaries_cut:
+            notes.append(
+                f"{len(self.summaries_cut)} summary(ies) cut to {MAX_SUMMARY_CHARS} characters "
+                f"({', '.join(self.summaries_cut)})"
+            )
+        if self.categories_cut:
+            notes.append(f"{self.categories_cut} category name(s) cut")
+        if self.text_repaired:
+            notes.append(f"{self.text_repaired} text(s) with invalid characters repaired")
+        if self.facts_over_capacity:
+            notes.append(
+                f"{len(self.facts_over_capacity)} fact(s) over max_facts not kept (the least "
+                "valuable: superseded and archived first, then the least confident)"
+            )
+        if self.watermarks_dropped:
+            notes.append(f"{self.watermarks_dropped} thread watermark(s) beyond {MAX_WATERMARKS}")
+        return notes
+
+
+def _capped_fact(fact: Fact, report: CapReport) -> Fact:
+    update: dict[str, object] = {}
+    content = cap_text(fact.content, MAX_FACT_CHARS)
+    if content != fact.content:
+        if invalid_text(fact.content):
+            report.text_repaired += 1
+        if len(fact.content) > MAX_FACT_CHARS:
+            report.facts_cut += 1
+        update["content"] = content
+    category = cap_text(fact.category, MAX_CATEGORY_CHARS)
+    if category != fact.category:
+        report.categories_cut += 1
+        update["category"] = category
+    return fact.model_copy(update=update) if update else fact
+
+
+def cap_document(memory: Memory, *, max_facts: int) -> tuple[Memory, CapReport]:
+    """``memory`` within the caps extracted data has: fact and summary lengths, valid text,
+    ``max_facts`` (the least valuable facts go, as :func:`~.facts.trim_facts` decides) and the
+    number of thread watermarks. Returns the capped document and what was cut."""
+    report = CapReport()
+    facts = [_capped_fact(f, report) for f in memory.facts]
+    kept, dropped = trim_facts(facts, max_facts)
+    report.facts_over_capacity = [f.id for f in dropped]
+    changes: dict[str, object] = {"facts": tuple(kept)}
+    user, history = memory.user, memory.history
+    for name in SECTION_FIELDS:
+        section = memory.section(name)
+        summary = cap_text(section.summary, MAX_SUMMARY_CHARS)
+        if summary == section.summary:
+            continue
+        if len(section.summary) > MAX_SUMMARY_CHARS:
+            report.summaries_cut.append(name)
+        else:
+            report.text_repaired += 1
+        capped = section.model_copy(update={"summary": summary})
+        if name in USER_FIELDS:
+            user = user.model_copy(update={name: capped})
+        else:
+            history = history.model_copy(update={name: capped})
+    changes.update(user=user, history=history)
+    if len(memory.watermarks) > MAX_WATERMARKS:
+        ordered = sorted(memory.watermarks.items(), key=lambda kv: kv[1].updatedAt)
+        report.watermarks_dropped = len(ordered) - MAX_WATERMARKS
+        changes["watermarks"] = dict(ordered[report.watermarks_dropped :])
+    return memory.model_copy(update=changes), report
