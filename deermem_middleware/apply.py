@@ -12,13 +12,13 @@ between updates use :func:`~.lifecycle.effective_confidence`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from .facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
 from .lifecycle import DEFAULT_HALF_LIFE_DAYS
-from .schema import Memory, MemoryUpdate, Watermark, new_fact_id, utc_now_iso
+from .schema import MAX_SEEN_TURNS, Memory, MemoryUpdate, Watermark, new_fact_id, utc_now_iso
 from .summaries import apply_sections
 
 __all__ = ["MAX_WATERMARKS", "ApplyReport", "advance_watermark", "apply_update"]
@@ -61,14 +61,21 @@ def advance_watermark(
     count: int,
     now: datetime,
     position: int | None = None,
+    seen: Sequence[str] | None = None,
 ) -> Memory:
     """Record that ``thread_id`` has been distilled up to the turn fingerprinted ``turn`` (the
-    ``position``-th turn of the conversation)."""
+    ``position``-th turn of the conversation); ``seen``: the fingerprints just extracted, for a
+    content-addressed key (a conversation without a thread id)."""
     marks = dict(memory.watermarks)
     previous = marks.pop(thread_id, None)
     total = (previous.count if previous else 0) + count
+    known = tuple(previous.seen) if previous else ()
     marks[thread_id] = Watermark(
-        turn=turn, count=total, updatedAt=utc_now_iso(now), position=position
+        turn=turn,
+        count=total,
+        updatedAt=utc_now_iso(now),
+        position=position,
+        seen=(*known, *seen)[-MAX_SEEN_TURNS:] if seen is not None else known,
     )
     if len(marks) > MAX_WATERMARKS:
         ordered = sorted(marks.items(), key=lambda kv: kv[1].updatedAt)

@@ -13,7 +13,14 @@ from typing import Any
 from .filtering import Turn
 from .storage.base import DEFAULT_USER
 
-__all__ = ["conversation_key", "current_config", "resolve_thread_id", "resolve_user_id"]
+__all__ = [
+    "capture_key",
+    "conversation_key",
+    "current_config",
+    "resolve_thread_id",
+    "resolve_user_id",
+    "safe_thread_id",
+]
 
 
 def current_config() -> Mapping[str, Any]:
@@ -61,12 +68,28 @@ def resolve_thread_id(runtime: Any = None, config: Mapping[str, Any] | None = No
 
 
 def conversation_key(turns: Sequence[Turn]) -> str:
-    """A stable stand-in thread id for runs without a checkpointer.
+    """The progress key of a conversation captured without a thread id (no checkpointer).
 
-    Stateless callers resend the whole conversation on every call, so the first user message
-    identifies the conversation: later calls of the same conversation debounce together, different
-    conversations never replace each other's pending work.
+    Stateless callers resend the whole conversation on every call, so the first user message is
+    what its captures share. Two *different* conversations can share it too ("Hi!"): progress
+    under this key is therefore content-addressed (turns already extracted are skipped, new
+    ones never are), and each capture is its own job (:func:`capture_key`).
     """
     first = next((t.text for t in turns if t.role == "user"), "")
-    digest = hashlib.blake2b(first.encode("utf-8"), digest_size=8).hexdigest()
-    return f"anon-{digest}"
+    digest = hashlib.blake2b(first.encode("utf-8", "backslashreplace"), digest_size=8)
+    return f"anon-{digest.hexdigest()}"
+
+
+def capture_key(turns: Sequence[Turn]) -> str:
+    """The job id of one capture without a thread id: its conversation key and a digest of its
+    turns, so captures of different conversations never replace each other's pending work."""
+    digest = hashlib.blake2b(digest_size=8)
+    for turn in turns:
+        digest.update(turn.fingerprint.encode("utf-8", "backslashreplace") + b"\x00")
+    return f"{conversation_key(turns)}:{digest.hexdigest()}"
+
+
+def safe_thread_id(thread_id: str) -> str:
+    """``thread_id`` as storable text: a lone surrogate (JSON ``"\ud800"``) is spelled out
+    (``\ud800``), so the thread still has its own, stable key instead of failing every save."""
+    return thread_id.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -89,12 +89,20 @@ class JournalEntry:
     run: str = ""
     """The writing process's run token (:func:`process_owner`); "" in entries written before
     tokens existed."""
+    conversation: str | None = None
+    """The progress key of a capture without a thread id (see ``CaptureJob.conversation``)."""
 
     @classmethod
-    def mine(cls, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> JournalEntry:
+    def mine(
+        cls,
+        scope: MemoryScope,
+        thread_id: str,
+        turns: tuple[Turn, ...],
+        conversation: str | None = None,
+    ) -> JournalEntry:
         """An entry owned by this process, written now."""
         host, pid, run = process_owner()
-        return cls(scope, thread_id, turns, host, pid, time.time(), run)
+        return cls(scope, thread_id, turns, host, pid, time.time(), run, conversation)
 
     @property
     def token(self) -> str:
@@ -119,6 +127,7 @@ class JournalEntry:
             ],
             "owner": {"host": self.host, "pid": self.pid, "run": self.run},
             "created": self.created,
+            **({"conversation": self.conversation} if self.conversation else {}),
         }
 
     @classmethod
@@ -134,6 +143,7 @@ class JournalEntry:
             int(owner.get("pid", 0)),
             float(data.get("created", 0.0)),
             str(owner.get("run", "")),
+            str(data["conversation"]) if data.get("conversation") else None,
         )
 
 
@@ -172,7 +182,13 @@ def _read_entry(path: Path) -> Any:
 class PendingJournal(Protocol):
     """Where pending captures are recorded until their update is stored."""
 
-    def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
+    def put(
+        self,
+        scope: MemoryScope,
+        thread_id: str,
+        turns: tuple[Turn, ...],
+        conversation: str | None = None,
+    ) -> None:
         """Record (replace) the pending capture of this thread."""
         ...
 
@@ -196,9 +212,16 @@ class InMemoryJournal:
         self._entries: dict[tuple[MemoryScope, str], JournalEntry] = {}
         self._lock = threading.Lock()
 
-    def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
+    def put(
+        self,
+        scope: MemoryScope,
+        thread_id: str,
+        turns: tuple[Turn, ...],
+        conversation: str | None = None,
+    ) -> None:
+        entry = JournalEntry.mine(scope, thread_id, turns, conversation)
         with self._lock:
-            self._entries[(scope, thread_id)] = JournalEntry.mine(scope, thread_id, turns)
+            self._entries[(scope, thread_id)] = entry
 
     def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
         with self._lock:
@@ -235,12 +258,18 @@ class FileJournal:
             / f"{file_name(thread_id)}.json"
         )
 
-    def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
+    def put(
+        self,
+        scope: MemoryScope,
+        thread_id: str,
+        turns: tuple[Turn, ...],
+        conversation: str | None = None,
+    ) -> None:
         """Replace the thread's entry atomically: the new entry whole, or the old one whole.
 
         Raises ``OSError`` when the entry cannot be written (a full disk); the previous entry
         is then still there."""
-        entry = JournalEntry.mine(scope, thread_id, turns)
+        entry = JournalEntry.mine(scope, thread_id, turns, conversation)
         path = self.path_for(scope, thread_id)
         payload = json.dumps(entry.to_json(), ensure_ascii=False).encode("utf-8")
         temp = path.with_name(f".{path.name}.{entry.pid}-{threading.get_ident()}.tmp")

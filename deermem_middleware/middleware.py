@@ -34,7 +34,14 @@ from .config import MemoryConfig, default_config_path, load_memory_config
 from .embeddings import EmbeddingStore, resolve_embeddings
 from .extraction import ExtractionError, MemoryExtractor
 from .filtering import filter_messages, has_enough_for_update
-from .ids import conversation_key, current_config, resolve_thread_id, resolve_user_id
+from .ids import (
+    capture_key,
+    conversation_key,
+    current_config,
+    resolve_thread_id,
+    resolve_user_id,
+    safe_thread_id,
+)
 from .injection import RenderedMemory, render_memory
 from .journal import FileJournal, InMemoryJournal, PendingJournal, job_token
 from .ledger import InjectedFact, InjectionRecord
@@ -56,7 +63,7 @@ from .storage.base import (
 from .storage.factory import open_storage, wrap_storage
 from .storage.json_file import JSONFileStorage
 from .tokens import make_token_counter
-from .updater import CaptureJob, MemoryUpdater, UpdateOutcome
+from .updater import CaptureJob, MemoryUpdater, SaveFailed, UpdateOutcome
 
 __all__ = ["MemoryMiddleware", "append_to_system_message"]
 
@@ -218,9 +225,11 @@ class MemoryMiddleware(AgentMiddleware):
                 continue  # another agent's middleware replays its own (its model, its config)
             if not entry.owner_is_gone(orphan_after_seconds):
                 continue
-            job = CaptureJob(entry.scope, entry.thread_id, entry.turns)
+            job = CaptureJob(
+                entry.scope, entry.thread_id, entry.turns, conversation=entry.conversation
+            )
             try:
-                self.journal.put(job.scope, job.thread_id, job.turns)  # now ours
+                self.journal.put(job.scope, job.thread_id, job.turns, job.conversation)  # ours
             except Exception:
                 logger.exception("taking over journal entry of thread %r failed", job.thread_id)
                 continue
@@ -295,17 +304,24 @@ class MemoryMiddleware(AgentMiddleware):
             # other writers kept winning the race: try again soon (jittered), no breaker
             raise RetryLater(random.uniform(0.05, 0.5), str(exc)) from exc
         except StorageError as exc:
-            # not the endpoint's fault: no breaker; the work stays pending and is retried
-            delay = self.config.retry_base_seconds * 5
+            # this scope's storage, not the endpoint: no breaker, other users go on; the work
+            # stays pending, and once extracted only the save is retried (no new model call)
+            retry = exc.job if isinstance(exc, SaveFailed) else job
+            attempts = retry.extracted.attempts if retry.extracted is not None else 1
+            delay = min(
+                self.config.retry_max_seconds,
+                self.config.retry_base_seconds * 5 * 2.0 ** min(attempts - 1, 30),
+            )
             logger.error(
                 "memory update for user %r thread %r could not be stored (%s); kept pending, "
-                "next try in %.0fs",
+                "next try in %.0fs%s",
                 job.scope.user_id,
                 job.thread_id,
                 exc,
                 delay,
+                " (the save only: the update is already extracted)" if retry.extracted else "",
             )
-            raise RetryLater(delay, str(exc)) from exc
+            raise RetryLater(delay, str(exc), payload=retry) from exc
         except Exception as exc:
             delay = self.breaker.record_failure()
             logger.warning(
@@ -505,12 +521,19 @@ class MemoryMiddleware(AgentMiddleware):
         )
         if not has_enough_for_update(turns):
             return False
-        thread = thread_id or conversation_key(turns)
-        scope = self.scope(user_id, agent_name)
-        job = CaptureJob(scope, thread, tuple(turns))
+        try:
+            scope = self.scope(user_id, agent_name)
+        except ValueError as exc:  # e.g. a lone surrogate from a web request: no storage takes it
+            logger.error("memory capture skipped: %s", exc)
+            return False
+        if thread_id is None:  # no checkpointer: each capture its own job, progress by content
+            job = CaptureJob(scope, capture_key(turns), tuple(turns), None, conversation_key(turns))
+        else:
+            job = CaptureJob(scope, safe_thread_id(thread_id), tuple(turns))
+        thread = job.thread_id
         if self.journal is not None:
             try:
-                self.journal.put(scope, thread, job.turns)
+                self.journal.put(scope, thread, job.turns, job.conversation)
             except Exception:  # a full disk must not stop the agent; the capture still runs
                 logger.exception("journaling the capture of thread %r failed", thread)
         self.scheduler.submit((scope, thread), job)

@@ -57,13 +57,17 @@ class RetryLater(Exception):
     """Raised by a handler: keep this key's work pending and try again in ``delay`` seconds.
 
     A newer submit of the key replaces the payload but keeps the back-off, so a failing endpoint
-    is not hammered by every new turn.
+    is not hammered by every new turn. ``payload`` replaces the one that failed (e.g. the same
+    work with what it already computed).
     """
 
-    def __init__(self, delay: float, reason: str = "") -> None:
+    def __init__(self, delay: float, reason: str = "", payload: Any = None) -> None:
         super().__init__(reason or f"retry in {delay:.1f}s")
         self.delay = max(0.0, delay)
         self.reason = reason
+        self.payload = payload
+        """What to retry instead of the payload that failed (None: the same one); a newer
+        submit of the key still wins over it."""
 
 
 class DebounceTable(Generic[K, P]):
@@ -421,7 +425,8 @@ class DebounceScheduler(Generic[K, P]):
                         k, p, at = self._inbox.popleft()
                         if self._table.submit(k, p, at):
                             self.stats.replaced += 1
-                    self._table.defer(key, payload, now, now + retry.delay)
+                    again = payload if retry.payload is None else retry.payload
+                    self._table.defer(key, again, now, now + retry.delay)
                 elif ok:
                     self.stats.completed += 1
                 else:

@@ -233,6 +233,9 @@ def _cap_list(limit: int) -> BeforeValidator:
 # The stored document
 # --------------------------------------------------------------------------------------------
 
+MAX_SEEN_TURNS: Final = 512
+"""Turn fingerprints a thread-less conversation key remembers (oldest forgotten first: a turn
+that old, sent again, is only extracted again, which reinforces what it said)."""
 MAX_COUNT: Final = 10**9
 """Counters (confirmations, injections, watermark positions) are clamped to [0, 10**9]: a
 hand-edited or hostile document with a 4,000-digit count would otherwise load, then fail every
@@ -361,6 +364,16 @@ class Watermark(BaseModel):
     position: Annotated[int | None, _COUNT] = None
     """How many turns the conversation had up to ``turn``: a capture with no more turns than
     this that does not contain ``turn`` is an older capture, not a trimmed history."""
+    seen: tuple[str, ...] = ()
+    """For conversations without a thread id: the fingerprints of the turns extracted under
+    this key (newest last, at most :data:`MAX_SEEN_TURNS`)."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("seen"):
+            data.pop("seen", None)
+        return data
 
 
 class Memory(BaseModel):

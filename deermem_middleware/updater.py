@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -23,12 +23,21 @@ from .config import DEFAULT_MAX_FACTS, MemoryConfig
 from .dates import parse_timestamp
 from .extraction import ExtractionResult, MemoryExtractor
 from .filtering import Turn, has_enough_for_update, turns_after
-from .schema import Memory, new_fact_id
-from .storage.base import MemoryScope, MemoryStorage, RevisionConflict
+from .schema import Memory, Watermark, new_fact_id
+from .storage.base import MemoryScope, MemoryStorage, RevisionConflict, StorageError
 
-__all__ = ["CaptureJob", "MemoryUpdater", "UpdateOutcome"]
+__all__ = ["CaptureJob", "Extracted", "MemoryUpdater", "SaveFailed", "UpdateOutcome"]
 
 logger = logging.getLogger(__name__)
+
+
+def _new_turns(job: CaptureJob, mark: Watermark | None) -> list[Turn]:
+    """The turns of ``job`` its progress marker has not seen: after the thread's watermark, or,
+    for a capture without a thread id, those not extracted under its key yet."""
+    if job.conversation is not None:
+        seen = set(mark.seen) if mark is not None else set()
+        return [t for t in job.turns if t.fingerprint not in seen]
+    return turns_after(job.turns, mark.turn if mark else None, mark.position if mark else None)
 
 
 def _position(turns: tuple[Turn, ...], fingerprint: str) -> int:
@@ -44,12 +53,48 @@ class _WatermarkMoved(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Extracted:
+    """An extraction that could not be saved yet: retried as a save alone, without calling the
+    model again (an unsavable update once called the model on every retry)."""
+
+    result: ExtractionResult
+    new: tuple[Turn, ...]
+    """The turns it was extracted from (if the thread's watermark moved since so that others
+    would be new now, it is extracted anew)."""
+    attempts: int = 0
+    """Saves that failed so far (the back-off grows with them)."""
+
+
+@dataclass(frozen=True, slots=True)
 class CaptureJob:
     """What capture hands to the scheduler: ids resolved at enqueue time, turns filtered."""
 
     scope: MemoryScope
     thread_id: str
     turns: tuple[Turn, ...]
+    extracted: Extracted | None = None
+    """Set on a retry after a failed save (:class:`SaveFailed`)."""
+    conversation: str | None = None
+    """For a capture without a thread id (no checkpointer, ``capture()`` without
+    ``thread_id``): the key its progress is kept under, shared by every conversation that opens
+    with the same message. Progress is then *content-addressed* — the turns already extracted
+    under the key are skipped — so a second conversation with the same opening is extracted
+    (it was once taken for an older capture of the first and never stored)."""
+
+    @property
+    def progress_key(self) -> str:
+        """The watermark this job reads and advances."""
+        return self.conversation or self.thread_id
+
+
+class SaveFailed(StorageError):
+    """The update was extracted but could not be stored (a read-only disk, an id the storage
+    cannot encode...). ``job`` carries the extraction, so the retry only saves."""
+
+    def __init__(self, job: CaptureJob, cause: BaseException) -> None:
+        super().__init__(f"saving the memory update failed: {type(cause).__name__}: {cause}")
+        self.job = job
+        self.cause = cause
 
 
 @dataclass
@@ -108,7 +153,21 @@ class MemoryUpdater:
         If another worker stored part of these turns while we were extracting (the thread's
         watermark moved), the update is not applied: it would repeat what they applied. Instead
         the turns after the new watermark are extracted again (bounded number of rounds).
+
+        Failures are told apart for the caller: the extraction model's own errors propagate as
+        they are; anything that goes wrong loading or saving the document is a
+        :class:`~.storage.base.StorageError` — :class:`SaveFailed` once the update is extracted,
+        carrying it, so a retry saves without calling the model again.
         """
+        if job.extracted is not None:
+            try:
+                return self._save_extracted(job, job.extracted)
+            except _WatermarkMoved:
+                logger.info(
+                    "memory thread %r: its watermark moved since the update was extracted; "
+                    "extracting anew",
+                    job.thread_id,
+                )
         for _ in range(8):
             try:
                 return self._run_once(job)
@@ -120,12 +179,32 @@ class MemoryUpdater:
                 )
         return self._run_once(job)
 
+    def _load(self, scope: MemoryScope) -> Any:
+        try:
+            return self.storage.load(scope)
+        except StorageError:
+            raise
+        except Exception as exc:  # not the model's fault: never counted against the endpoint
+            raise StorageError(f"loading the memory failed: {type(exc).__name__}: {exc}") from exc
+
+    def _save_extracted(self, job: CaptureJob, extracted: Extracted) -> UpdateOutcome:
+        """Apply and save an extraction (under the scope's lock); a failure is a
+        :class:`SaveFailed` that carries it for the retry."""
+        new = list(extracted.new)
+        with self._scope_locks[hash(job.scope) % len(self._scope_locks)]:
+            try:
+                return self._apply_and_save(job, new, extracted.result)
+            except (_WatermarkMoved, RevisionConflict):
+                raise
+            except Exception as exc:
+                failed = replace(extracted, attempts=extracted.attempts + 1)
+                retry = replace(job, extracted=failed)
+                raise SaveFailed(retry, exc) from exc
+
     def _run_once(self, job: CaptureJob) -> UpdateOutcome:
         scope = job.scope
-        stored = self.storage.load(scope)
-        mark = stored.memory.watermarks.get(job.thread_id)
-        seen_mark = mark.turn if mark else None
-        new = turns_after(job.turns, seen_mark, mark.position if mark else None)
+        stored = self._load(scope)
+        new = _new_turns(job, stored.memory.watermarks.get(job.progress_key))
         if not has_enough_for_update(new):
             logger.debug(
                 "memory %s/%s thread %s: nothing new to extract",
@@ -165,11 +244,9 @@ class MemoryUpdater:
             extraction.seconds,
             len(extraction.rejected),
         )
-        last_turn = new[-1].fingerprint
         # One writer per scope inside this process (extraction above ran unlocked, in parallel):
         # in-process writers then never conflict, and CAS retries are left for other processes.
-        with self._scope_locks[hash(scope) % len(self._scope_locks)]:
-            return self._apply_and_save(job, new, extraction, last_turn, seen_mark)
+        return self._save_extracted(job, Extracted(extraction, tuple(new)))
 
     def _report_trim(self, scope: MemoryScope, count: int) -> None:
         """Say once per scope (per process) what ``max_facts`` costs: trimmed facts are deleted."""
@@ -194,20 +271,19 @@ class MemoryUpdater:
         job: CaptureJob,
         new: list[Turn],
         extraction: ExtractionResult,
-        last_turn: str,
-        seen_mark: str | None,
     ) -> UpdateOutcome:
         scope = job.scope
         state: dict[str, Any] = {"report": ApplyReport(), "already": False}
         said_at = _said_at(new)
+        last_turn = new[-1].fingerprint
 
         def mutate(current: Memory) -> Memory | None:
             """The update applied to ``current`` (None: these turns are stored already)."""
-            mark = current.watermarks.get(job.thread_id)
-            if mark is not None and mark.turn == last_turn:
+            now_new = _new_turns(job, current.watermarks.get(job.progress_key))
+            if not now_new:
                 state["already"] = True
                 return None
-            if (mark.turn if mark else None) != seen_mark:
+            if [t.fingerprint for t in now_new] != [t.fingerprint for t in new]:
                 raise _WatermarkMoved  # someone stored some of our turns: do not repeat them
             now = self._clock()
             memory, report = apply_update(
@@ -227,11 +303,12 @@ class MemoryUpdater:
                 memory = self._annotate(scope, memory)
             return advance_watermark(
                 memory,
-                job.thread_id,
+                job.progress_key,
                 last_turn,
                 count=len(new),
                 now=now,
                 position=_position(job.turns, last_turn),
+                seen=[t.fingerprint for t in new] if job.conversation else None,
             )
 
         conflicts = 0

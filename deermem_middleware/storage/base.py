@@ -24,7 +24,18 @@ __all__ = [
     "RevisionConflict",
     "StorageError",
     "StoredMemory",
+    "is_encodable",
 ]
+
+
+def is_encodable(text: str) -> bool:
+    """True when ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
 
 DEFAULT_USER = "default"
 DEFAULT_AGENT = "__default__"
@@ -44,6 +55,12 @@ class MemoryScope:
                 raise ValueError(f"MemoryScope.{name} must be a non-empty string, got {value!r}")
             if "\x00" in value:
                 raise ValueError(f"MemoryScope.{name} must not contain NUL characters")
+            if not is_encodable(value):
+                # JSON "\ud800" (e.g. from a web request) decodes to a lone surrogate: no
+                # storage can write it, and mapping it to another id could merge two users
+                raise ValueError(
+                    f"MemoryScope.{name} is not valid Unicode (a lone surrogate): {value!r}"
+                )
 
 
 @dataclass(frozen=True, slots=True)

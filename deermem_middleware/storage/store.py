@@ -467,10 +467,16 @@ class StoreJournal:
     def __init__(self, storage: StoreStorage) -> None:
         self._storage = storage
 
-    def put(self, scope: MemoryScope, thread_id: str, turns: tuple[Turn, ...]) -> None:
+    def put(
+        self,
+        scope: MemoryScope,
+        thread_id: str,
+        turns: tuple[Turn, ...],
+        conversation: str | None = None,
+    ) -> None:
         from ..journal import JournalEntry, job_token
 
-        entry = JournalEntry.mine(scope, thread_id, turns)
+        entry = JournalEntry.mine(scope, thread_id, turns, conversation)
         value = {**entry.to_json(), "token": job_token(turns)}
         self._storage.store.put(
             self._storage.namespace(scope, "pending"), label(thread_id), value, index=False

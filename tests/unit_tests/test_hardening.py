@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from deermem_middleware.journal import FileJournal
 from deermem_middleware.retry import CircuitBreaker
 from deermem_middleware.schema import MAX_COUNT, MAX_FACT_CHARS, MAX_SUMMARY_CHARS, Memory
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
+from tests.marker_model import MarkerChatModel, marker_of
 
 from ..helpers import OpenAIStub, update_json
 
@@ -332,3 +334,135 @@ def test_imports_go_through_the_caps_of_extracted_data(
         assert note in out, out
     kept = {f.id for f in stored.facts}
     assert {"long", "bad"} <= kept and "f000" not in kept  # the most confident are kept
+
+
+# -- 5. stateless use: conversations that open alike ----------------------------------------------
+
+
+def _opening(marker: str, *more: str) -> list[Any]:
+    messages: list[Any] = [
+        HumanMessage("Hi! Can you help me with something?"),
+        AIMessage("Of course, what do you need?"),
+        HumanMessage(f"Please keep this in mind: my marker for today is {marker}."),
+        AIMessage(f"Understood, I will remember that your marker is {marker}."),
+    ]
+    for extra in more:
+        messages += [
+            HumanMessage(f"Also keep this in mind: the next marker is {extra}."),
+            AIMessage(f"Noted: {extra}."),
+        ]
+    return messages
+
+
+def test_two_threadless_conversations_with_the_same_opening_are_both_stored(
+    tmp_path: Path,
+) -> None:
+    model = MarkerChatModel()
+    mw = MemoryMiddleware(_config(tmp_path), model=model)
+    assert mw.capture(_opening("S1-C001"), user_id="alice")  # no thread id
+    assert mw.flush(timeout=10)
+    assert mw.capture(_opening("S1-C002"), user_id="alice")  # another conversation, same "Hi!"
+    assert mw.flush(timeout=10)
+    markers = sorted(marker_of(f.content) for f in mw.get_memory("alice").facts)
+    assert markers == ["S1-C001", "S1-C002"]
+    # the first conversation goes on: only its new turns are extracted
+    assert mw.capture(_opening("S1-C001", "S1-C003"), user_id="alice")
+    assert mw.flush(timeout=10)
+    assert model.calls[-1].conversation == ("S1-C003",)
+    markers = sorted(marker_of(f.content) for f in mw.get_memory("alice").facts)
+    assert markers == ["S1-C001", "S1-C002", "S1-C003"]
+    mw.close()
+
+
+def test_create_agent_without_a_checkpointer_stores_both_conversations(tmp_path: Path) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    model = MarkerChatModel()
+    memory = MemoryMiddleware(_config(tmp_path, debounce_seconds=0.05), model=model)
+    replies = iter([AIMessage(f"Reply {i}") for i in range(10)])
+    agent = create_agent(GenericFakeChatModel(messages=replies), tools=[], middleware=[memory])
+    for marker in ("S2-C001", "S2-C002"):
+        agent.invoke({"messages": [*_opening(marker)[:3]]}, {"configurable": {"user_id": "alice"}})
+        assert memory.flush(timeout=10)
+    markers = sorted(marker_of(f.content) for f in memory.get_memory("alice").facts)
+    assert markers == ["S2-C001", "S2-C002"]
+    memory.close()
+
+
+# -- 6. one user's poisoned id must not stall everyone -------------------------------------------
+
+
+def test_a_lone_surrogate_user_id_is_refused_at_capture_and_others_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = MarkerChatModel()
+    mw = MemoryMiddleware(_config(tmp_path), model=model)
+    poisoned = json.loads('"user\\ud800"')  # what a web request's JSON can carry
+    with caplog.at_level(logging.ERROR):
+        assert mw.capture(_opening("S3-C001"), user_id=poisoned, thread_id="t1") is False
+    assert "not valid Unicode" in caplog.text
+    started = time.monotonic()
+    assert mw.capture(_opening("S3-C002"), user_id="bob", thread_id="t2")
+    assert mw.flush(timeout=5)
+    assert time.monotonic() - started < 5
+    assert [marker_of(f.content) for f in mw.get_memory("bob").facts] == ["S3-C002"]
+    assert mw.breaker.failures == 0
+    mw.close()
+
+
+def test_a_lone_surrogate_thread_id_gets_a_storable_key(tmp_path: Path) -> None:
+    model = MarkerChatModel()
+    mw = MemoryMiddleware(_config(tmp_path), model=model)
+    thread = json.loads('"thread\\udc80"')
+    assert mw.capture(_opening("S4-C001"), user_id="alice", thread_id=thread)
+    assert mw.flush(timeout=5)
+    memory = mw.get_memory("alice")
+    assert [marker_of(f.content) for f in memory.facts] == ["S4-C001"]
+    assert list(memory.watermarks) == ["thread\\udc80"]
+    assert mw.breaker.failures == 0
+    mw.close()
+
+
+# -- 7. storage faults: no breaker, and the model is called once ---------------------------------
+
+
+class _ReadOnlyFor(JSONFileStorage):
+    """Saves of one user fail as a read-only remount does, until ``healed``."""
+
+    def __init__(self, root: Path, user: str) -> None:
+        super().__init__(root)
+        self.user = user
+        self.healed = False
+        self.failed_saves = 0
+
+    def update(self, scope: MemoryScope, mutate: Any) -> int:
+        if scope.user_id == self.user and not self.healed:
+            self.failed_saves += 1
+            raise OSError(errno.EROFS, "Read-only file system", str(self.path_for(scope)))
+        return super().update(scope, mutate)
+
+
+def test_an_unsavable_update_calls_the_model_once_and_stalls_nobody(tmp_path: Path) -> None:
+    model = MarkerChatModel()
+    storage = _ReadOnlyFor(tmp_path / "memory", "alice")
+    config = _config(tmp_path, retry_base_seconds=0.01, retry_max_seconds=0.05)
+    mw = MemoryMiddleware(config, model=model, storage=storage)
+    assert mw.capture(_opening("S5-C001"), user_id="alice", thread_id="t1")
+    deadline = time.monotonic() + 5
+    while storage.failed_saves < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert storage.failed_saves >= 5  # retried ...
+    assert [c.conversation for c in model.calls] == [("S5-C001",)]  # ... the save alone
+    assert mw.breaker.failures == 0 and not mw.breaker.is_open
+    started = time.monotonic()
+    assert mw.capture(_opening("S5-C002"), user_id="bob", thread_id="t2")
+    deadline = time.monotonic() + 5
+    while not mw.get_memory("bob").facts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert time.monotonic() - started < 1  # bob's update is not held up by alice's disk
+    storage.healed = True  # the disk is writable again: the kept extraction is saved
+    assert mw.flush(timeout=5)
+    assert [marker_of(f.content) for f in mw.get_memory("alice").facts] == ["S5-C001"]
+    assert len(model.calls) == 2  # one per user, however many saves failed
+    mw.close()
