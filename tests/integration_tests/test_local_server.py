@@ -75,7 +75,7 @@ def test_server_dies_with_its_parent(how: str) -> None:
         server_pid = int(child.stdout.readline())
         assert _alive(server_pid)
         child.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
-        child.wait(timeout=30)
+        child.wait(timeout=90)  # its exit waits for the server (SIGTERM, then SIGKILL after 10 s)
         assert _wait_gone(server_pid), f"llama-server {server_pid} outlived its parent ({how})"
     finally:
         if child.poll() is None:
