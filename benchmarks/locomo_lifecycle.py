@@ -56,9 +56,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from locomo_retrieval import normalise_dia_ids, session_date  # the same protocol's parsing
 
 from deermem_middleware import MemoryConfig
-from deermem_middleware.dates import event_date_range, normalize_event_date
+from deermem_middleware.dates import event_date_range, normalize_event_date, parse_timestamp
 from deermem_middleware.embeddings import EmbeddingStore, resolve_embeddings
 from deermem_middleware.extraction import ExtractionResult
 from deermem_middleware.facts import is_near_duplicate, normalize_fact_text
@@ -73,25 +74,11 @@ from deermem_middleware.updater import CaptureJob, MemoryUpdater
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 CHUNK = 20
 TOP_K = 15
-_DIA = re.compile(r"D:?(\d+):0*(\d+)")
 _NO_DECAY = {category: 0.0 for category in FACT_CATEGORIES}
 
 
-def normalise_dia_ids(raw: Any) -> set[str]:
-    """``"D8:6; D9:17"``, ``"D:11:26"``, ``"D30:05"`` → {"D8:6", "D9:17"}, {"D11:26"}, {"D30:5"}."""
-    items = raw if isinstance(raw, list) else [raw]
-    found: set[str] = set()
-    for item in items:
-        for match in _DIA.finditer(str(item)):
-            found.add(f"D{int(match.group(1))}:{int(match.group(2))}")
-    return found
-
-
 def session_time(text: str) -> datetime | None:
-    try:
-        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-    except ValueError:
-        return None
+    return parse_timestamp(session_date(text))
 
 
 # ------------------------------------------------------------------------------------------------

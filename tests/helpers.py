@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +19,22 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from deermem_middleware import MemoryConfig
+
 Answer = str | Exception | Callable[[list[BaseMessage]], str]
+
+
+def memory_config(tmp_path: Path, **overrides: Any) -> MemoryConfig:
+    """A config for tests: files under ``tmp_path/memory``, an hour of debounce (tests flush),
+    no flush at exit, no embeddings; ``overrides`` win."""
+    values: dict[str, Any] = {
+        "storage_path": str(tmp_path / "memory"),
+        "debounce_seconds": 3600,
+        "flush_on_exit_seconds": None,
+        "embeddings": "none",
+    }
+    values.update(overrides)
+    return MemoryConfig(**values)
 
 
 def update_json(

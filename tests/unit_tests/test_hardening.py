@@ -30,20 +30,13 @@ from deermem_middleware.schema import MAX_COUNT, MAX_FACT_CHARS, MAX_SUMMARY_CHA
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from tests.marker_model import MarkerChatModel, marker_of
 
-from ..helpers import OpenAIStub, update_json
+from ..helpers import OpenAIStub, memory_config, update_json
 
 SCOPE = MemoryScope("alice", "__default__")
 
 
 def _config(tmp_path: Path, **kw: Any) -> MemoryConfig:
-    defaults: dict[str, Any] = {
-        "storage_path": str(tmp_path / "memory"),
-        "debounce_seconds": 0,
-        "flush_on_exit_seconds": None,
-        "embeddings": "none",
-    }
-    defaults.update(kw)
-    return MemoryConfig(**defaults)
+    return memory_config(tmp_path, **{"debounce_seconds": 0, **kw})
 
 
 # -- 3. a long outage ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from deermem_middleware.retry import CircuitBreaker, is_transient
 from deermem_middleware.scheduler import DebounceScheduler, DebounceTable, RetryLater
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryScope
 
-from ..helpers import OpenAIStub, ScriptedChatModel, update_json
+from ..helpers import OpenAIStub, ScriptedChatModel, memory_config, update_json
 
 SCOPE = MemoryScope("alice", "__default__")
 
@@ -114,14 +114,7 @@ def _owner() -> tuple[str, int, str]:
 
 
 def _config(tmp_path: Path, **kw: Any) -> MemoryConfig:
-    defaults: dict[str, Any] = {
-        "storage_path": str(tmp_path / "memory"),
-        "debounce_seconds": 3600,
-        "flush_on_exit_seconds": None,
-        "embeddings": "none",
-    }
-    defaults.update(kw)
-    return MemoryConfig(**defaults)
+    return memory_config(tmp_path, **kw)
 
 
 def _orphan(journal_root: Path) -> None:
