@@ -16,9 +16,10 @@ This module is the one place that talks to a person: it prints, where the librar
 mistake in what the person typed (an unknown fact id, an unreadable import file, a bad config)
 is one line on stderr and exit status 2, never a traceback.
 
-The command builds a :class:`MemoryMiddleware` from the config with memory *disabled*: a tool
-must neither capture conversations nor replay the pending captures that stopped agent processes
-left in the journal (that would run extractions here and race the command's own writes).
+The command builds a private :class:`~.runtime.MemoryService` from the config with memory
+*disabled*: a tool must neither capture conversations nor replay the pending captures that stopped
+agent processes left in the journal (that would run extractions here and race the command's own
+writes).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from .interchange import CapReport
-    from .middleware import MemoryMiddleware
+    from .runtime.service import MemoryService
     from .schema import Fact, Memory
     from .storage.base import MemoryScope, MemoryStorage
 
@@ -195,7 +196,7 @@ def _build_parser() -> argparse.ArgumentParser:
         facts_commands,
         "search",
         "rank a user's facts for a query",
-        "The ranking is the product's own: the active facts `MemoryMiddleware.select_facts` "
+        "The ranking is the product's own: the active facts `MemoryService.select_facts` "
         "ranks for a user message equal to QUERY, best first, with their scores.",
     )
     search.add_argument("query", metavar="QUERY", help="the text to rank facts for")
@@ -359,12 +360,13 @@ def _categories() -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _middleware(args: argparse.Namespace) -> MemoryMiddleware:
-    """A middleware on the config's storage, with capture and journal replay off (see module)."""
+def _middleware(args: argparse.Namespace) -> MemoryService:
+    """A private engine on the config's storage, with capture and journal replay off (see
+    module): no scheduler is started, and agents' engines are not touched."""
     from pydantic import ValidationError
 
     from .config import MemoryConfig, default_config_path, load_memory_config
-    from .middleware import MemoryMiddleware
+    from .runtime.service import MemoryService
     from .storage.base import MemoryScope
 
     user = getattr(args, "user", None)
@@ -384,13 +386,13 @@ def _middleware(args: argparse.Namespace) -> MemoryMiddleware:
     args.memory_enabled = config.enabled  # the tool's own copy has memory off (see module)
     tool_config = config.model_copy(update={"enabled": False})
     try:
-        return MemoryMiddleware(tool_config, agent_name=agent)
+        return MemoryService(tool_config, agent_name=agent)
     except (ImportError, ValueError) as exc:  # a missing extra, a bad $DEERMEM_EMBEDDINGS
         raise UsageError(str(exc)) from None
 
 
 @contextlib.contextmanager
-def _opened(args: argparse.Namespace) -> Iterator[MemoryMiddleware]:
+def _opened(args: argparse.Namespace) -> Iterator[MemoryService]:
     middleware = _middleware(args)
     try:
         yield middleware
@@ -407,26 +409,22 @@ def _now() -> str:
 def _compare_and_set(
     storage: MemoryStorage, scope: MemoryScope, change: Callable[[Memory], Memory]
 ) -> tuple[Memory, Memory, int]:
-    """Load, change and save with the loaded revision; on a conflict, reload and change again.
+    """``change`` applied with the storage's own compare-and-set loop (the one the updater
+    uses): on a conflict with an agent saving at the same moment, reload and change again.
 
-    ``change`` may raise :class:`UsageError` (an unknown id): nothing is written then.
-    Returns (before, after, new revision).
+    ``change`` may raise :class:`UsageError` (an unknown id): nothing is written then; returning
+    the document itself writes nothing. Returns (before, after, new revision).
     """
-    from .storage.base import RevisionConflict
+    seen: list[tuple[Memory, Memory]] = []
 
-    for attempt in range(CAS_ATTEMPTS):
-        stored = storage.load(scope)
-        changed = change(stored.memory)
-        if changed is stored.memory:  # nothing to change: no write, no new revision
-            return stored.memory, changed, stored.revision
-        try:
-            revision = storage.save(scope, changed, stored.revision)
-        except RevisionConflict:
-            if attempt == CAS_ATTEMPTS - 1:
-                raise
-            continue
-        return stored.memory, changed, revision
-    raise AssertionError("unreachable")  # pragma: no cover
+    def mutate(current: Memory) -> Memory:
+        changed = change(current)
+        seen.append((current, changed))
+        return changed
+
+    revision = storage.update(scope, mutate, max_conflicts=CAS_ATTEMPTS)
+    before, after = seen[-1]
+    return before, after, revision
 
 
 def _find_fact(memory: Memory, fact_id: str, scope: MemoryScope) -> Fact:
@@ -884,9 +882,7 @@ def _fact_edit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remove_fact(
-    middleware: MemoryMiddleware, scope: MemoryScope, fact_id: str
-) -> tuple[Fact, int]:
+def _remove_fact(middleware: MemoryService, scope: MemoryScope, fact_id: str) -> tuple[Fact, int]:
     def change(memory: Memory) -> Memory:
         _find_fact(memory, fact_id, scope)
         return memory.model_copy(
@@ -980,9 +976,7 @@ def _forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def _user_scopes(
-    middleware: MemoryMiddleware, user_id: str, agent: str | None
-) -> list[MemoryScope]:
+def _user_scopes(middleware: MemoryService, user_id: str, agent: str | None) -> list[MemoryScope]:
     """Every scope of ``user_id`` (one agent's, with ``agent``) with a document or pending work."""
     from .storage.base import MemoryScope
 
@@ -997,7 +991,7 @@ def _user_scopes(
 
 
 def _forget_scope(
-    middleware: MemoryMiddleware, scope: MemoryScope, stored: bool, receipt: _Receipt
+    middleware: MemoryService, scope: MemoryScope, stored: bool, receipt: _Receipt
 ) -> list[str]:
     """Delete the document (when ``stored``) and the pending captures of ``scope``; returns the
     deleted fact texts. A scope without a document is not touched: deleting it would create
@@ -1058,7 +1052,7 @@ def _remove_if_empty(folder: Path, root: Path, receipt: _Receipt) -> None:
 
 
 def _sweep_files(
-    middleware: MemoryMiddleware, user_id: str, agent: str | None, receipt: _Receipt
+    middleware: MemoryService, user_id: str, agent: str | None, receipt: _Receipt
 ) -> None:
     """JSON-file storage: quarantined copies, lock and temp files, pending files, empty folders."""
     from .journal import FileJournal
@@ -1091,7 +1085,7 @@ def _sweep_files(
 
 
 def _sweep_store(
-    middleware: MemoryMiddleware, user_id: str, agent: str | None, receipt: _Receipt
+    middleware: MemoryService, user_id: str, agent: str | None, receipt: _Receipt
 ) -> None:
     """LangGraph-store storage: every remaining key of the user (quarantined documents too)."""
     from .storage.store import StoreStorage, label

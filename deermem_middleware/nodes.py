@@ -35,6 +35,7 @@ from typing_extensions import TypedDict
 
 from .ids import resolve_thread_id, resolve_user_id
 from .middleware import MemoryMiddleware, append_to_system_message
+from .runtime.service import MemoryService
 
 __all__ = ["MEMORY_CONTEXT_KEY", "MemoryNodes", "MemoryState"]
 
@@ -66,17 +67,28 @@ def _messages(state: Any, key: str) -> Sequence[BaseMessage]:
 
 
 class MemoryNodes:
-    """Inject and capture nodes built from a :class:`MemoryMiddleware` (same config, storage,
-    scheduler and caches)."""
+    """Inject and capture nodes over the memory engine of a :class:`MemoryMiddleware` (or a
+    :class:`~deermem_middleware.runtime.MemoryService`): same config, storage, scheduler and
+    caches.
+
+    ``model``: the graph's chat model. Without a configured extraction model, extraction uses
+    it (as the middleware uses the agent's); :meth:`wrap_model` registers the model it wraps.
+    """
 
     def __init__(
         self,
-        middleware: MemoryMiddleware,
+        middleware: MemoryMiddleware | MemoryService,
         *,
+        model: Any = None,
         messages_key: str = "messages",
         context_key: str = MEMORY_CONTEXT_KEY,
     ) -> None:
         self.middleware = middleware
+        self.service: MemoryService = (
+            middleware.service if isinstance(middleware, MemoryMiddleware) else middleware
+        )
+        if model is not None:
+            self.service.use_model(model)
         self.messages_key = messages_key
         self.context_key = context_key
         self.inject: Runnable[Any, dict[str, Any]] = RunnableLambda(
@@ -89,15 +101,10 @@ class MemoryNodes:
     # -- inject --------------------------------------------------------------------------------
 
     def _block(self, state: Any, config: RunnableConfig | None) -> str:
-        mw = self.middleware
-        if not (mw.active and mw.config.injection_enabled):
+        if not self.service.injecting:
             return ""
         user_id = resolve_user_id(_runtime(), config or {})
-        try:
-            return mw.render_memory(_messages(state, self.messages_key), user_id=user_id)
-        except Exception as exc:
-            mw.report_injection_error(exc, user_id)
-            return ""
+        return self.service.memory_block(_messages(state, self.messages_key), user_id)
 
     def _inject(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return {self.context_key: self._block(state, config)}
@@ -121,7 +128,9 @@ class MemoryNodes:
 
     def wrap_model(self, model: Runnable[Any, Any]) -> Runnable[Any, Any]:
         """``model`` with the memory prepended to its input messages on every call — an
-        alternative to the inject node that writes nothing to state or checkpoints."""
+        alternative to the inject node that writes nothing to state or checkpoints. A chat
+        model wrapped here is also the extraction model when none is configured."""
+        self.service.use_model(model)
 
         def prepend(messages: Sequence[BaseMessage], config: RunnableConfig) -> list[BaseMessage]:
             block = self._block({self.messages_key: messages}, config)
@@ -138,12 +147,11 @@ class MemoryNodes:
     # -- capture -------------------------------------------------------------------------------
 
     def _capture(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        mw = self.middleware
-        if not mw.active:
+        if not self.service.active:
             return {}
         runtime = _runtime()
         try:
-            mw.capture(
+            self.service.capture(
                 _messages(state, self.messages_key),
                 user_id=resolve_user_id(runtime, config or {}),
                 thread_id=resolve_thread_id(runtime, config or {}),

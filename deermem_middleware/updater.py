@@ -10,9 +10,7 @@ that are already in memory.
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -311,29 +309,16 @@ class MemoryUpdater:
                 seen=[t.fingerprint for t in new] if job.conversation else None,
             )
 
-        conflicts = 0
-        atomic_update = getattr(self.storage, "update", None)
-        if callable(atomic_update):
-            # the backend runs read -> apply -> write under its own lock: no conflicts possible
-            revision = atomic_update(scope, mutate)
-        else:
-            stored = self.storage.load(scope)
-            while True:
-                memory = mutate(stored.memory)
-                if memory is None:
-                    revision = stored.revision
-                    break
-                try:
-                    revision = self.storage.save(scope, memory, stored.revision)
-                    break
-                except RevisionConflict:
-                    conflicts += 1
-                    if conflicts > self._max_conflict_retries:
-                        raise
-                    # another process saved first: back off (full jitter, growing, so competing
-                    # writers stop colliding), reload, and re-apply the same update on theirs
-                    time.sleep(random.uniform(0, min(0.25, 0.002 * 2 ** min(conflicts, 10))))
-                    stored = self.storage.load(scope)
+        calls = 0
+
+        def counted(current: Memory) -> Memory | None:
+            nonlocal calls
+            calls += 1  # every call after the first re-applies after a lost race
+            return mutate(current)
+
+        # one compare-and-set loop for every writer (the file backend runs it under its lock)
+        revision = self.storage.update(scope, counted, max_conflicts=self._max_conflict_retries)
+        conflicts = max(0, calls - 1)
         if state["already"]:
             logger.info(
                 "memory thread %r: another writer already applied these turns", job.thread_id

@@ -9,11 +9,18 @@ when the stored revision still equals ``expected_revision``; otherwise it raises
 
 from __future__ import annotations
 
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from ..schema import Memory
+
+if TYPE_CHECKING:
+    from ..journal import PendingJournal
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -21,6 +28,7 @@ __all__ = [
     "CorruptedMemoryError",
     "MemoryScope",
     "MemoryStorage",
+    "Mutate",
     "RevisionConflict",
     "StorageError",
     "StoredMemory",
@@ -100,29 +108,75 @@ class CorruptedMemoryError(StorageError):
         self.reason = reason
 
 
-@runtime_checkable
-class MemoryStorage(Protocol):
-    """Where memory documents live. Implementations must be thread-safe."""
+Mutate = Callable[[Memory], "Memory | None"]
+"""A change to a document: the new document, or None (or the document itself) for "nothing to
+write"."""
 
+
+class MemoryStorage(ABC):
+    """Where memory documents live. Implementations must be thread-safe.
+
+    Like LangGraph's ``BaseStore``: a backend implements four methods — :meth:`load`,
+    :meth:`save` (compare-and-set on the revision), :meth:`delete` and :meth:`list_scopes` — and
+    inherits the rest, overriding what it can do better: :meth:`update` (one compare-and-set
+    loop that the updater and the command line share; the file backend runs it under its lock),
+    :meth:`journal` (where pending captures are recorded), :meth:`setup` and :meth:`close`.
+    Callers never probe for capabilities: every storage has them all.
+    """
+
+    @abstractmethod
     def load(self, scope: MemoryScope) -> StoredMemory:
         """The document of ``scope`` (an empty one at revision 0 when there is none)."""
-        ...
 
+    @abstractmethod
     def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
         """Store ``memory`` if the stored revision is ``expected_revision``; return the new one.
 
         Raises :class:`RevisionConflict` otherwise.
         """
-        ...
 
+    @abstractmethod
     def delete(self, scope: MemoryScope) -> bool:
         """Remove the document of ``scope``; True when something was removed."""
-        ...
 
+    @abstractmethod
     def list_scopes(self) -> list[MemoryScope]:
         """Every scope that has a stored document."""
-        ...
 
     def describe(self, scope: MemoryScope) -> str:
         """Where the document of ``scope`` lives, for people (a path, a table key)."""
-        ...
+        return f"{type(self).__name__}: user {scope.user_id!r}, agent {scope.agent_name!r}"
+
+    def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = 200) -> int:
+        """Load, ``mutate`` and save at the loaded revision, as one atomic step: when another
+        writer saved first, reload and ``mutate`` again (jittered, growing back-off, so
+        competing writers stop colliding). Returns the revision after the call; ``mutate``
+        returning None or the document itself writes nothing. Raises :class:`RevisionConflict`
+        after ``max_conflicts`` lost races, and whatever ``mutate`` raises (nothing written)."""
+        stored = self.load(scope)
+        conflicts = 0
+        while True:
+            changed = mutate(stored.memory)
+            if changed is None or changed is stored.memory:
+                return stored.revision
+            try:
+                return self.save(scope, changed, stored.revision)
+            except RevisionConflict:
+                conflicts += 1
+                if conflicts > max_conflicts:
+                    raise
+                time.sleep(random.uniform(0, min(0.25, 0.002 * 2 ** min(conflicts, 10))))
+                stored = self.load(scope)
+
+    def journal(self, *, fsync: bool = False) -> PendingJournal:
+        """Where this storage's pending captures are recorded until stored (default: in this
+        process's memory, for storages that are not durable either)."""
+        from ..journal import InMemoryJournal
+
+        return InMemoryJournal()
+
+    def setup(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Create what the storage needs (tables); idempotent. Default: nothing to create."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release what the storage opened (a connection pool). Default: nothing."""

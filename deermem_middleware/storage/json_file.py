@@ -31,16 +31,26 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from ..schema import DocumentFormatError, Memory, parse_document_json
-from .base import CorruptedMemoryError, MemoryScope, RevisionConflict, StoredMemory
+from .base import (
+    CorruptedMemoryError,
+    MemoryScope,
+    MemoryStorage,
+    Mutate,
+    RevisionConflict,
+    StoredMemory,
+)
+
+if TYPE_CHECKING:
+    from ..journal import PendingJournal
 
 try:  # POSIX only; elsewhere the in-process lock still applies
     import fcntl
@@ -105,7 +115,7 @@ def _file_key(stat: os.stat_result) -> tuple[int, int, int, int]:
     return (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size)
 
 
-class JSONFileStorage:
+class JSONFileStorage(MemoryStorage):
     """Memory documents as JSON files under ``root`` (see the module docstring)."""
 
     def __init__(
@@ -254,18 +264,26 @@ class JSONFileStorage:
                 raise RevisionConflict(scope, expected_revision, actual)
             return self._store_locked(scope, path, memory, actual + 1)
 
-    def update(self, scope: MemoryScope, mutate: Callable[[Memory], Memory | None]) -> int:
+    def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = 200) -> int:
         """Read, ``mutate`` and write the document under the file lock, as one step: writers in
-        other processes wait instead of conflicting. ``mutate`` returning None writes nothing.
-        Returns the revision after the call."""
+        other processes wait instead of conflicting (``max_conflicts`` is never reached).
+        ``mutate`` returning None or the document itself writes nothing. Returns the revision
+        after the call."""
         path = self.path_for(scope)
         with self._locked(path):
             current, _ = self._read_or_quarantine(path, scope)
             revision = current.revision if current is not None else 0
-            memory = mutate(current.memory if current is not None else Memory())
-            if memory is None:
+            before = current.memory if current is not None else Memory()
+            memory = mutate(before)
+            if memory is None or memory is before:
                 return revision
             return self._store_locked(scope, path, memory, revision + 1)
+
+    def journal(self, *, fsync: bool = False) -> PendingJournal:
+        """One file per pending thread under ``<root>/pending`` (see :mod:`..journal`)."""
+        from ..journal import FileJournal
+
+        return FileJournal(self.root / "pending", fsync=fsync)
 
     def _store_locked(self, scope: MemoryScope, path: Path, memory: Memory, revision: int) -> int:
         document: dict[str, Any] = {

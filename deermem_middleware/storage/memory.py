@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 
 from ..schema import Memory
-from .base import MemoryScope, RevisionConflict, StoredMemory
+from .base import MemoryScope, MemoryStorage, RevisionConflict, StoredMemory
 
 __all__ = ["InMemoryStorage"]
 
 
-class InMemoryStorage:
+class InMemoryStorage(MemoryStorage):
     """Documents in a dict, with the same compare-and-set contract as the durable backends.
 
     Documents are frozen models, so handing out the stored object is safe.

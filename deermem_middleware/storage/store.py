@@ -31,13 +31,22 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
 
 from ..filtering import Turn
 from ..schema import Memory
-from .base import CorruptedMemoryError, MemoryScope, RevisionConflict, StoredMemory
+from .base import (
+    CorruptedMemoryError,
+    MemoryScope,
+    MemoryStorage,
+    RevisionConflict,
+    StoredMemory,
+)
+
+if TYPE_CHECKING:
+    from ..journal import PendingJournal
 from .json_file import decode_name, encode_name
 
 __all__ = ["Consistency", "StoreJournal", "StoreStorage"]
@@ -300,7 +309,7 @@ def _writer_for(store: Any, consistency: Consistency) -> _Writer:
 # ------------------------------------------------------------------------------------------------
 
 
-class StoreStorage:
+class StoreStorage(MemoryStorage):
     """Memory documents in a LangGraph ``BaseStore`` (see the module docstring)."""
 
     def __init__(
@@ -318,7 +327,7 @@ class StoreStorage:
         self.prefix = label(prefix)
         self.consistency: Consistency = consistency
         self._writer = _writer_for(store, consistency)
-        self.journal = StoreJournal(self)
+        self._journal = StoreJournal(self)
         self._closers: list[Any] = []
         # documents are frozen: the same object is handed out until the revision changes, so
         # the selection index (cached by document identity) is reused across model calls
@@ -451,7 +460,12 @@ class StoreStorage:
         """Something to close with the storage (the connection pool we opened)."""
         self._closers.append(closer)
 
-    def stop(self) -> None:
+    def journal(self, *, fsync: bool = False) -> PendingJournal:
+        """Pending captures in the store, next to the memory (the database makes them
+        durable: ``fsync`` is its business)."""
+        return self._journal
+
+    def close(self) -> None:
         """Close what this storage opened (not a store you passed in)."""
         while self._closers:
             closer = self._closers.pop()

@@ -68,9 +68,7 @@ def test_pending_captures_survive_sigkill_exactly_once(tmp_path: Path, backend: 
     assert len(model.calls) == len(MARKERS)
     assert restarted.journal is not None and restarted.journal.entries() == []
     restarted.close()
-    stop = getattr(restarted.storage, "stop", None)
-    if callable(stop):
-        stop()
+    restarted.storage.close()
 
     again, model = _restart(location)  # nothing left to replay: nothing applied twice
     assert again.recover() == 0
@@ -78,6 +76,4 @@ def test_pending_captures_survive_sigkill_exactly_once(tmp_path: Path, backend: 
     assert len(again.get_memory("alice").facts) == len(MARKERS)
     assert model.calls == []
     again.close()
-    stop = getattr(again.storage, "stop", None)
-    if callable(stop):
-        stop()
+    again.storage.close()

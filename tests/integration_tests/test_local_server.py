@@ -62,7 +62,10 @@ def test_server_dies_with_its_parent(how: str) -> None:
     require_local_llm()
     script = textwrap.dedent(
         """
-        import sys, time
+        import signal, sys, time
+        # a background job of a non-interactive shell starts with SIGINT ignored: undo that,
+        # or Ctrl-C could never reach this child when the tests run under `cmd &` or nohup
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from deermem_middleware.local_llm import LocalLLMServer
         with LocalLLMServer() as server:
             print(server.pid, flush=True)
@@ -75,7 +78,7 @@ def test_server_dies_with_its_parent(how: str) -> None:
         server_pid = int(child.stdout.readline())
         assert _alive(server_pid)
         child.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
-        child.wait(timeout=90)  # its exit waits for the server (SIGTERM, then SIGKILL after 10 s)
+        child.wait(timeout=30)
         assert _wait_gone(server_pid), f"llama-server {server_pid} outlived its parent ({how})"
     finally:
         if child.poll() is None:

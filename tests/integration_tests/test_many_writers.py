@@ -96,9 +96,7 @@ def _stored_memory(storage: str) -> Memory:
     try:
         return target.load(MemoryScope(USER, AGENT)).memory
     finally:
-        stop = getattr(target, "stop", None)
-        if callable(stop):
-            stop()
+        target.close()
 
 
 def _stored_markers(storage: str) -> list[str]:

@@ -174,7 +174,7 @@ def test_provider_local_config_starts_and_stops_its_own_server(tmp_path: Path) -
         thread_id="t1",
     )
     assert middleware.flush(timeout=600)
-    (server,) = middleware._resources
+    (server,) = middleware.service._resources
     pid = server.pid
     assert pid is not None and _alive(pid)
     stored = middleware.storage.load(middleware.scope("maya"))

@@ -182,7 +182,9 @@ def test_large_document(storage: Any) -> None:
 
 
 def test_journal_conformance(storage: Any, tmp_path: Path) -> None:
-    journal = storage.journal if isinstance(storage, StoreStorage) else FileJournal(tmp_path / "p")
+    journal = (
+        storage.journal() if isinstance(storage, StoreStorage) else FileJournal(tmp_path / "p")
+    )
     older = (Turn("user", "hi", "fp1"), Turn("assistant", "hello", "fp2"))
     newer = (*older, Turn("user", "more", "fp3"), Turn("assistant", "ok", "fp4"))
     journal.put(ODD, "thread.1/x", older)

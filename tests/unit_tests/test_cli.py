@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from deermem_middleware import Fact, Memory, MemoryMiddleware, load_memory_config
+from deermem_middleware import Fact, Memory, MemoryConfig, MemoryMiddleware, load_memory_config
 from deermem_middleware.cli import _build_parser, main
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.storage.json_file import encode_name
@@ -301,16 +301,28 @@ def test_bad_input_exits_2(config_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_edits_are_compare_and_set_and_retry_on_conflict(
-    config_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An agent saving between the command's load and save is not overwritten."""
-    _seed(config_path, "alice", _fact("fact_go", "Writes Go"))
-    real_save = JSONFileStorage.save
+    """An agent saving between the command's load and save is not overwritten. (On the file
+    backend the whole update runs under the file lock, so an agent waits instead of racing: the
+    race is shown on SQLite, which takes the storage's compare-and-set loop.)"""
+    from deermem_middleware.config import StorageConfig
+    from deermem_middleware.storage.factory import open_storage
+    from deermem_middleware.storage.store import StoreStorage
+
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(
+        "memory:\n  embeddings: none\n  storage: {backend: sqlite, path: memory.db}\n",
+        encoding="utf-8",
+    )
+    storage = open_storage(
+        MemoryConfig(storage=StorageConfig(backend="sqlite", path=str(tmp_path / "memory.db")))
+    )
+    storage.save(MemoryScope("alice", AGENT), Memory(facts=(_fact("fact_go", "Writes Go"),)), 0)
+    real_save = StoreStorage.save
     raced: list[int] = []
 
-    def racing_save(
-        self: JSONFileStorage, scope: MemoryScope, memory: Memory, expected: int
-    ) -> int:
+    def racing_save(self: StoreStorage, scope: MemoryScope, memory: Memory, expected: int) -> int:
         if not raced:
             current = self.load(scope)
             agent_fact = _fact("fact_agent", "Learnt by an agent meanwhile")
@@ -326,11 +338,13 @@ def test_edits_are_compare_and_set_and_retry_on_conflict(
             )
         return real_save(self, scope, memory, expected)
 
-    monkeypatch.setattr(JSONFileStorage, "save", racing_save)
+    monkeypatch.setattr(StoreStorage, "save", racing_save)
     assert _run(config_path, "fact", "add", "Prefers tea", "--user", "alice") == 0
-    contents = {f.content for f in _facts(config_path, "alice").values()}
+    monkeypatch.undo()
+    contents = {f.content for f in storage.load(MemoryScope("alice", AGENT)).memory.facts}
     assert contents == {"Writes Go", "Learnt by an agent meanwhile", "Prefers tea"}
-    assert "(revision 3)" in capsys.readouterr().out
+    assert raced and "(revision 3)" in capsys.readouterr().out
+    storage.close()
 
 
 # -- forget --------------------------------------------------------------------------------------

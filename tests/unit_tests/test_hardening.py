@@ -429,11 +429,11 @@ class _ReadOnlyFor(JSONFileStorage):
         self.healed = False
         self.failed_saves = 0
 
-    def update(self, scope: MemoryScope, mutate: Any) -> int:
+    def update(self, scope: MemoryScope, mutate: Any, **kw: Any) -> int:
         if scope.user_id == self.user and not self.healed:
             self.failed_saves += 1
             raise OSError(errno.EROFS, "Read-only file system", str(self.path_for(scope)))
-        return super().update(scope, mutate)
+        return super().update(scope, mutate, **kw)
 
 
 def test_an_unsavable_update_calls_the_model_once_and_stalls_nobody(tmp_path: Path) -> None:

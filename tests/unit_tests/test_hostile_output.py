@@ -658,7 +658,7 @@ def test_hostile_answer(
     worker_failures = [
         r.getMessage()
         for r in records
-        if r.name in ("deermem_middleware.middleware", "deermem_middleware.scheduler")
+        if r.name in ("deermem_middleware.runtime.service", "deermem_middleware.scheduler")
         and r.levelno >= logging.WARNING
         and "skipped" not in r.getMessage()
     ]
@@ -669,7 +669,7 @@ def test_hostile_answer(
 
     if case.unusable is not None:
         assert run.outcomes == []
-        errors = messages(caplog, "deermem_middleware.middleware", logging.ERROR)
+        errors = messages(caplog, "deermem_middleware.runtime.service", logging.ERROR)
         assert any("skipped" in m and case.unusable in m for m in errors), errors
         assert run.storage.load(run.scope).revision == 1
         assert core(memory) == core(PRE_MEMORY)

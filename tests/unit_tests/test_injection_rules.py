@@ -99,7 +99,7 @@ def test_ledger_records_each_injection_and_listeners_see_it(tmp_path: Path) -> N
     mw.add_injection_listener(seen.append)
     mw.add_injection_listener(lambda record: 1 / 0)  # a broken listener is contained
     rendered = mw.explain_memory([HumanMessage("what about my dog")], user_id="alice")
-    mw._record_injection(SCOPE, rendered)
+    mw.service._record_injection(SCOPE, rendered)
     assert len(seen) == 1 and mw.ledger[-1] is seen[0]
     record = seen[0]
     assert record.user_id == "alice" and record.tokens == rendered.tokens > 0
@@ -114,7 +114,7 @@ def test_injection_counts_are_saved_with_the_next_update() -> None:
     mw = middleware(FACTS, top_k=1, debounce_seconds=0)
     for _ in range(3):
         rendered = mw.explain_memory([HumanMessage("my dog Biscuit")], user_id="alice")
-        mw._record_injection(SCOPE, rendered)
+        mw.service._record_injection(SCOPE, rendered)
     before = {f.id: f.injections for f in mw.get_memory("alice").facts}
     assert before["f2"] == 0  # not written on the model-call path
     mw.capture(

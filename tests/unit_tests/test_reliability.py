@@ -195,8 +195,7 @@ def test_no_model_keeps_the_capture_pending(tmp_path: Path) -> None:
     mw.capture(conversation("MK-4"), user_id="alice", thread_id="t1")
     assert mw.flush(timeout=10)
     assert len(mw.journal.entries()) == 1  # type: ignore[union-attr]
-    mw._explicit_model = marker_model()  # e.g. the agent's model becomes known
-    mw._resubmit_waiting()
+    mw.service.use_model(marker_model())  # the agent's (or the graph's) model becomes known
     assert mw.flush(timeout=10)
     assert [f.content for f in mw.get_memory("alice").facts] == ["User mentioned MK-4"]
     assert mw.journal.entries() == []  # type: ignore[union-attr]

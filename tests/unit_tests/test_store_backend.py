@@ -46,7 +46,7 @@ def test_factory_backends(tmp_path: Path) -> None:
     assert isinstance(memory, StoreStorage) and type(memory.store).__name__ == "InMemoryStore"
     sqlite = open_storage(_config(tmp_path, backend="sqlite", path=str(tmp_path / "m.db")))
     assert isinstance(sqlite, StoreStorage) and (tmp_path / "m.db").exists()
-    sqlite.stop()
+    sqlite.close()
 
 
 def test_storage_config_errors_name_the_key(tmp_path: Path) -> None:

@@ -172,7 +172,7 @@ def test_garbage_first_answer_writes_nothing(memory_config: MemoryConfig) -> Non
     assert not Path(storage.describe(SCOPE)).exists()
 
 
-class ConcurrentWriterStorage:
+class ConcurrentWriterStorage(MemoryStorage):
     """Wraps a storage; on the first save, another writer saves its own update just before."""
 
     def __init__(self, inner: MemoryStorage) -> None:

@@ -119,7 +119,7 @@ def run_unprotected_store(
             {"revision": value["revision"] + 1, "document": memory.to_json_dict()},
             index=False,
         )
-    target.stop()
+    target.close()
     return {"statuses": {"written": cycles}, "conflicts": 0}
 
 

@@ -1,0 +1,656 @@
+"""``MemoryService``: the memory engine, one per process per configuration.
+
+Everything that makes memory work lives here — capture and crash recovery, the debounce
+scheduler and its workers, the updater with its retry and circuit-breaker policy, selection,
+``explain``, the injection ledger, flush and close. The faces of the product are thin adapters
+over it: :class:`~deermem_middleware.middleware.MemoryMiddleware` (LangChain agents),
+:class:`~deermem_middleware.nodes.MemoryNodes` (hand-built graphs) and the ``deermem`` command.
+
+**One engine, however many adapters.** Hosts build middleware per request (DeerFlow's
+``extensions.middlewares`` does, and so do web apps that call ``create_agent`` per request):
+21 runs once left 21 engines, and threads went from 4 to 64 and stayed there.
+:meth:`MemoryService.acquire` hands every adapter built with the same configuration (and the
+same model, storage and embeddings objects) the *same* engine, reference-counted:
+:meth:`release` by the last user closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from ..config import MemoryConfig
+from ..embeddings import EmbeddingStore, resolve_embeddings
+from ..extraction import ExtractionError, MemoryExtractor
+from ..filtering import filter_messages, has_enough_for_update
+from ..ids import capture_key, conversation_key, safe_thread_id
+from ..injection import RenderedMemory, render_memory
+from ..journal import PendingJournal, job_token
+from ..ledger import InjectedFact, InjectionRecord
+from ..ledger import current_thread_id as _current_thread_id
+from ..lifecycle import last_confirmed
+from ..models import build_chat_model, resolve_model
+from ..retry import CircuitBreaker, describe_failure, is_transient
+from ..scheduler import DebounceScheduler, RetryLater
+from ..schema import SECTION_FIELDS, Memory
+from ..selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
+from ..storage.base import (
+    DEFAULT_AGENT,
+    CorruptedMemoryError,
+    MemoryScope,
+    MemoryStorage,
+    RevisionConflict,
+    StorageError,
+)
+from ..storage.factory import open_storage, wrap_storage
+from ..tokens import make_token_counter
+from ..updater import CaptureJob, MemoryUpdater, SaveFailed, UpdateOutcome
+
+__all__ = ["MemoryService"]
+
+logger = logging.getLogger(__name__)
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+SchedulerKey = tuple[MemoryScope, str]
+UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
+
+
+def _identity(value: Any) -> Hashable:
+    """What makes two adapters' argument "the same": equal text, or the very same object."""
+    if value is None or isinstance(value, str):
+        return ("value", value)
+    return ("object", id(value))
+
+
+def _config_key(config: MemoryConfig) -> str:
+    """The configuration as canonical text, secrets by digest (two API keys are two engines)."""
+
+    def plain(value: Any) -> Any:
+        if hasattr(value, "get_secret_value"):
+            secret = str(value.get_secret_value()).encode("utf-8", "backslashreplace")
+            return {"secret": hashlib.blake2b(secret, digest_size=16).hexdigest()}
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return json.dumps(plain(config.model_dump()), sort_keys=True, default=str)
+
+
+_ENGINES: dict[Hashable, MemoryService] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+class MemoryService:
+    """The memory engine (see the module docstring). Build it with :meth:`acquire` to share it;
+    constructing it directly gives a private engine (tests, tools)."""
+
+    def __init__(
+        self,
+        config: MemoryConfig | None = None,
+        *,
+        model: BaseChatModel | str | None = None,
+        agent_name: str | None = None,
+        storage: MemoryStorage | Any | None = None,
+        embeddings: Embeddings | str | None = None,
+    ) -> None:
+        config = config or MemoryConfig()
+        if agent_name is not None and config.agent_name != agent_name:
+            # validated like the config's own field (model_copy would skip the check)
+            config = MemoryConfig.model_validate({**config.__dict__, "agent_name": agent_name})
+        self.config = config
+        self._key: Hashable | None = None
+        self._users = 0
+        self._closed = False
+        self.agent_name = config.agent_name or DEFAULT_AGENT
+        if storage is None:
+            self.storage: MemoryStorage = open_storage(config)
+            self._owned_storage = True
+        else:
+            self.storage = wrap_storage(storage)
+            self._owned_storage = False
+        self._explicit_model = resolve_model(model)
+        self._agent_model: BaseChatModel | None = None
+        self._extractor: MemoryExtractor | None = None
+        self._extractor_lock = threading.Lock()
+        self._scheduler: DebounceScheduler[SchedulerKey, CaptureJob] | None = None
+        self._scheduler_lock = threading.Lock()
+        resolved = resolve_embeddings(config.embeddings if embeddings is None else embeddings)
+        self.selector = FactSelector(
+            SelectionParams.from_config(config),
+            EmbeddingStore(resolved) if resolved is not None else None,
+            half_lives=config.fact_half_life_days or None,
+        )
+        self._reported: set[str] = set()
+        self._count_tokens = make_token_counter(config.token_counting)
+        self.updater = MemoryUpdater(
+            self.storage, self._get_extractor, config, annotate=self._annotate_usage
+        )
+        self.ledger: collections.deque[InjectionRecord] = collections.deque(maxlen=256)
+        """The most recent injections: which facts, with which scores, went into which call."""
+        self._injection_listeners: list[Callable[[InjectionRecord], None]] = []
+        self._usage: dict[MemoryScope, dict[str, tuple[int, str]]] = {}
+        self._usage_lock = threading.Lock()
+        self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
+        self._listeners: list[UpdateListener] = []
+        self.breaker = CircuitBreaker(
+            base_seconds=config.retry_base_seconds,
+            max_seconds=config.retry_max_seconds,
+            threshold=config.breaker_failures,
+        )
+        self.journal: PendingJournal | None = self._make_journal() if config.journal else None
+        self._waiting_for_model: list[CaptureJob] = []
+        if self.journal is not None and config.enabled:
+            self.recover()
+
+    # -- sharing ------------------------------------------------------------------------------
+
+    @classmethod
+    def acquire(
+        cls,
+        config: MemoryConfig,
+        *,
+        model: BaseChatModel | str | None = None,
+        storage: MemoryStorage | Any | None = None,
+        embeddings: Embeddings | str | None = None,
+    ) -> MemoryService:
+        """The process's engine for this configuration (and these model, storage and
+        embeddings objects), built on first use; every call counts one user: call
+        :meth:`release` when done."""
+        key = (_config_key(config), _identity(model), _identity(storage), _identity(embeddings))
+        with _ENGINES_LOCK:
+            engine = _ENGINES.get(key)
+            if engine is None or engine._closed:
+                engine = cls(config, model=model, storage=storage, embeddings=embeddings)
+                engine._key = key
+                _ENGINES[key] = engine
+            engine._users += 1
+            return engine
+
+    def release(self, timeout: float | None = 10.0) -> bool:
+        """One user fewer; the last one closes the engine (see :meth:`close`). True when
+        nothing was left pending (or others still use it)."""
+        with _ENGINES_LOCK:
+            self._users = max(0, self._users - 1)
+            if self._users > 0:
+                return True
+            if self._key is not None and _ENGINES.get(self._key) is self:
+                del _ENGINES[self._key]
+        return self.close(timeout)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran (an engine is not reopened: :meth:`acquire` builds anew)."""
+        return self._closed
+
+    @property
+    def users(self) -> int:
+        """Adapters currently sharing this engine (0 for a private one)."""
+        return self._users
+
+    # -- construction helpers ----------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """False when memory is disabled for this agent: it neither injects nor captures."""
+        return self.config.enabled
+
+    def _make_journal(self) -> PendingJournal:
+        return self.storage.journal(fsync=self.config.journal_fsync)
+
+    def recover(self, orphan_after_seconds: float | None = None) -> int:
+        """Queue the pending captures that a crashed process left in the journal; returns how many.
+
+        Runs at construction. Entries of live processes on this machine are left to them;
+        entries from other machines are taken over once older than ``orphan_after_seconds``
+        (default: ten minutes, or four times ``max_wait_seconds`` if longer). Nothing is applied
+        twice: turns already stored are recognised by the thread's watermark.
+        """
+        if self.journal is None:
+            return 0
+        if orphan_after_seconds is None:
+            orphan_after_seconds = max(600.0, 4 * (self.config.max_wait_seconds or 0.0))
+        try:
+            entries = self.journal.entries()
+        except Exception:
+            logger.exception("reading the pending-update journal failed; nothing replayed")
+            return 0
+        replayed = 0
+        for entry in entries:
+            if entry.scope.agent_name != self.agent_name:
+                continue  # another agent's middleware replays its own (its model, its config)
+            if not entry.owner_is_gone(orphan_after_seconds):
+                continue
+            job = CaptureJob(
+                entry.scope, entry.thread_id, entry.turns, conversation=entry.conversation
+            )
+            try:
+                self.journal.put(job.scope, job.thread_id, job.turns, job.conversation)  # ours
+            except Exception:
+                logger.exception("taking over journal entry of thread %r failed", job.thread_id)
+                continue
+            self.scheduler.submit((job.scope, job.thread_id), job)
+            replayed += 1
+        if replayed:
+            logger.warning(
+                "memory: replaying %d pending update(s) left by a process that stopped", replayed
+            )
+        return replayed
+
+    # -- the extraction model ----------------------------------------------------------------
+
+    def _get_extractor(self) -> MemoryExtractor | None:
+        with self._extractor_lock:
+            if self._extractor is None:
+                model = self._explicit_model
+                if model is None and self.config.model is not None:
+                    model = build_chat_model(self.config.model, resources=self._resources)
+                if model is None:
+                    model = self._agent_model
+                if model is None:
+                    return None
+                self._extractor = MemoryExtractor(model)
+            return self._extractor
+
+    # -- scheduler ---------------------------------------------------------------------------
+
+    @property
+    def scheduler(self) -> DebounceScheduler[SchedulerKey, CaptureJob]:
+        """The debounce scheduler (started on first use)."""
+        with self._scheduler_lock:
+            if self._scheduler is None or self._scheduler.closed:
+                self._scheduler = DebounceScheduler(
+                    self._run_job,
+                    debounce_seconds=self.config.debounce_seconds,
+                    max_wait_seconds=self.config.max_wait_seconds,
+                    workers=self.config.update_workers,
+                    max_pending=self.config.queue_max_depth,
+                    flush_on_exit_seconds=self.config.flush_on_exit_seconds,
+                    name=f"deermem-{self.agent_name}",
+                )
+            return self._scheduler
+
+    def add_update_listener(self, listener: UpdateListener) -> None:
+        """Call ``listener(job, outcome)`` after every background update (on a worker thread).
+
+        For metrics and demos; a listener that raises is logged and ignored.
+        """
+        self._listeners.append(listener)
+
+    def _run_job(self, key: SchedulerKey, job: CaptureJob) -> None:
+        wait = self.breaker.blocked_for()
+        if wait > 0:
+            # the endpoint failed repeatedly: no call until the back-off ends; work stays pending
+            raise RetryLater(wait, "circuit breaker open")
+        try:
+            outcome = self.updater.run(job)
+        except ExtractionError as exc:
+            # the model answered, but with nothing usable: memory is left as it was; the turns
+            # stay below the watermark, so the thread's next capture offers them again
+            self.breaker.record_success()
+            logger.error(
+                "memory update for user %r thread %r skipped: %s",
+                job.scope.user_id,
+                job.thread_id,
+                exc,
+            )
+            self._journal_done(job)
+            return
+        except RevisionConflict as exc:
+            # other writers kept winning the race: try again soon (jittered), no breaker
+            raise RetryLater(random.uniform(0.05, 0.5), str(exc)) from exc
+        except StorageError as exc:
+            # this scope's storage, not the endpoint: no breaker, other users go on; the work
+            # stays pending, and once extracted only the save is retried (no new model call)
+            retry = exc.job if isinstance(exc, SaveFailed) else job
+            attempts = retry.extracted.attempts if retry.extracted is not None else 1
+            delay = min(
+                self.config.retry_max_seconds,
+                self.config.retry_base_seconds * 5 * 2.0 ** min(attempts - 1, 30),
+            )
+            logger.error(
+                "memory update for user %r thread %r could not be stored (%s); kept pending, "
+                "next try in %.0fs%s",
+                job.scope.user_id,
+                job.thread_id,
+                exc,
+                delay,
+                " (the save only: the update is already extracted)" if retry.extracted else "",
+            )
+            raise RetryLater(delay, str(exc), payload=retry) from exc
+        except Exception as exc:
+            delay = self.breaker.record_failure()
+            logger.warning(
+                "memory update for user %r thread %r failed (%s; %d consecutive failure(s)); "
+                "kept pending, next try in %.1fs%s",
+                job.scope.user_id,
+                job.thread_id,
+                describe_failure(exc),
+                self.breaker.failures,
+                delay,
+                " (circuit breaker open)" if self.breaker.is_open else "",
+                exc_info=None if is_transient(exc) else exc,
+            )
+            raise RetryLater(delay, describe_failure(exc)) from exc
+        self.breaker.record_success()
+        if outcome.status == "no_model":
+            with self._extractor_lock:
+                self._waiting_for_model.append(job)  # retried when a model becomes known
+        else:
+            self._journal_done(job)
+        if outcome.status == "applied":
+            self._warm(job.scope)
+        for listener in list(self._listeners):
+            try:
+                listener(job, outcome)
+            except Exception:
+                logger.exception("memory update listener %r failed", listener)
+
+    def _journal_done(self, job: CaptureJob) -> None:
+        if self.journal is None:
+            return
+        try:
+            self.journal.done(job.scope, job.thread_id, job_token(job.turns))
+        except Exception:
+            logger.exception("clearing the journal entry of thread %r failed", job.thread_id)
+
+    def _warm(self, scope: MemoryScope) -> None:
+        """Index the new revision now, on the worker thread, so the next model call finds it
+        ready (fact embeddings, if any, are computed in the background)."""
+        try:
+            memory = self.storage.load(scope).memory
+            self.selector.index(scope, memory)
+        except Exception:
+            logger.debug("pre-indexing memory of %r failed", scope, exc_info=True)
+
+    def warm_up(self, user_id: str = "default", agent_name: str | None = None) -> None:
+        """Index a user's memory and embed its facts now (blocking): call it at startup for users
+        you expect, so their first model call selects with every channel."""
+        scope = self.scope(user_id, agent_name)
+        self.selector.prepare(scope, self.storage.load(scope).memory)
+
+    def _resubmit_waiting(self) -> None:
+        """Captures that found no extraction model run now that the agent's model is known."""
+        with self._extractor_lock:
+            waiting, self._waiting_for_model = self._waiting_for_model, []
+        for job in waiting:
+            self.scheduler.submit((job.scope, job.thread_id), job)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Run every pending update now and wait; True when all finished within ``timeout``."""
+        scheduler = self._scheduler
+        return True if scheduler is None else scheduler.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        scheduler = self._scheduler
+        return True if scheduler is None else await scheduler.aflush(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Flush (bounded), stop the background threads and anything started for extraction
+        (a local LLM server). Call it from your shutdown hook. True when nothing was left."""
+        self._closed = True
+        scheduler = self._scheduler
+        drained = True if scheduler is None else scheduler.close(timeout)
+        self.selector.close()
+        if self._owned_storage:
+            self.storage.close()  # e.g. a connection pool we opened from the config
+        with self._extractor_lock:
+            if self._resources:
+                self._extractor = None  # its server is going away; rebuilt on next use
+            while self._resources:
+                resource = self._resources.pop()
+                try:
+                    resource.stop()
+                except Exception:
+                    logger.exception("stopping %r failed", resource)
+        return drained
+
+    async def aclose(self, timeout: float | None = 10.0) -> bool:
+        return await asyncio.to_thread(self.close, timeout)
+
+    def setup(self) -> None:
+        """Create what the storage needs (database tables); idempotent. Runs at construction
+        for a storage opened from the config (``storage.setup: true``)."""
+        self.storage.setup()
+
+    # -- public memory API -------------------------------------------------------------------
+
+    def scope(self, user_id: str | None = None, agent_name: str | None = None) -> MemoryScope:
+        return MemoryScope(user_id or "default", agent_name or self.agent_name)
+
+    def get_memory(self, user_id: str = "default", agent_name: str | None = None) -> Memory:
+        """The stored memory document of a user (and agent; default: this middleware's)."""
+        return self.storage.load(self.scope(user_id, agent_name)).memory
+
+    def render_memory(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        agent_name: str | None = None,
+    ) -> str:
+        """The ``<memory>`` block that would be injected for this conversation ("" if none)."""
+        return self.explain_memory(messages, user_id=user_id, agent_name=agent_name).text
+
+    def explain_memory(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        agent_name: str | None = None,
+    ) -> RenderedMemory:
+        """The block and what is in it: the guaranteed facts, the relevance picks that fit (with
+        their score parts) and the block's tokens. What ``deermem explain`` prints."""
+        scope = self.scope(user_id, agent_name)
+        memory = self.storage.load(scope).memory  # loaded once per model call
+        if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
+            return RenderedMemory("")
+        guaranteed = self._guaranteed_facts(memory)
+        skip = {g.fact.id for g in guaranteed}
+        selected = [
+            s
+            for s in self._select(scope, memory, messages, self.config.top_k + len(skip))
+            if s.fact.id not in skip
+        ][: self.config.top_k]
+        return render_memory(
+            memory,
+            selected,
+            max_tokens=self.config.max_injection_tokens,
+            count_tokens=self._count_tokens,
+            guaranteed=guaranteed,
+            guaranteed_tokens=self.config.guaranteed_token_budget,
+            show_dates=self.config.show_fact_dates,
+        )
+
+    def _guaranteed_facts(self, memory: Memory) -> list[ScoredFact]:
+        """Active facts of the guaranteed categories (corrections), newest first."""
+        categories = set(self.config.guaranteed_categories)
+        if not categories or self.config.guaranteed_token_budget <= 0:
+            return []
+        chosen = [f for f in memory.facts if f.status == "active" and f.category in categories]
+        chosen.sort(key=lambda f: last_confirmed(f) or _NEVER, reverse=True)
+        return [ScoredFact(f, 1.0, 0.0) for f in chosen]
+
+    def select_facts(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        agent_name: str | None = None,
+        top_k: int | None = None,
+    ) -> list[ScoredFact]:
+        """The facts most relevant to this conversation, best first, with their score parts."""
+        scope = self.scope(user_id, agent_name)
+        return self._select(scope, self.storage.load(scope).memory, messages, top_k)
+
+    def _select(
+        self,
+        scope: MemoryScope,
+        memory: Memory,
+        messages: Sequence[BaseMessage],
+        top_k: int | None,
+    ) -> list[ScoredFact]:
+        if not memory.facts:
+            return []
+        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
+        query = SelectionQuery.from_turns(turns, self.config.query_turns)
+        return self.selector.select(scope, memory, query, top_k=top_k)
+
+    def capture(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        thread_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> bool:
+        """Queue this conversation for a memory update; True when something was queued.
+
+        Cheap and non-blocking: filtering plus an O(1) enqueue.
+        """
+        if not self.active:
+            return False
+        turns = filter_messages(
+            messages, max_message_chars=self.config.max_message_chars, now=datetime.now(UTC)
+        )
+        if not has_enough_for_update(turns):
+            return False
+        try:
+            scope = self.scope(user_id, agent_name)
+        except ValueError as exc:  # e.g. a lone surrogate from a web request: no storage takes it
+            logger.error("memory capture skipped: %s", exc)
+            return False
+        if thread_id is None:  # no checkpointer: each capture its own job, progress by content
+            job = CaptureJob(scope, capture_key(turns), tuple(turns), None, conversation_key(turns))
+        else:
+            job = CaptureJob(scope, safe_thread_id(thread_id), tuple(turns))
+        thread = job.thread_id
+        if self.journal is not None:
+            try:
+                self.journal.put(scope, thread, job.turns, job.conversation)
+            except Exception:  # a full disk must not stop the agent; the capture still runs
+                logger.exception("journaling the capture of thread %r failed", thread)
+        self.scheduler.submit((scope, thread), job)
+        logger.debug(
+            "memory capture: user %r thread %r, %d turn(s) queued",
+            scope.user_id,
+            thread,
+            len(turns),
+        )
+        return True
+
+    # -- the model call ------------------------------------------------------------------------
+
+    def use_model(self, model: Any) -> None:
+        """The host's chat model, seen at a model call: extraction uses it when no model is
+        configured, and captures that waited for a model run now."""
+        if self._agent_model is None and isinstance(model, BaseChatModel):
+            with self._extractor_lock:
+                if self._agent_model is not None:
+                    return
+                self._agent_model = model
+            self._resubmit_waiting()
+
+    @property
+    def injecting(self) -> bool:
+        """True when memory is injected before model calls (enabled and injection on)."""
+        return self.active and self.config.injection_enabled
+
+    def memory_block(self, messages: Sequence[BaseMessage], user_id: str) -> str:
+        """The ``<memory>`` block for a model call about to be made, recorded in the ledger;
+        "" when there is nothing to inject or memory failed (logged: the call goes on)."""
+        try:
+            rendered = self.explain_memory(messages, user_id=user_id)
+        except Exception as exc:
+            self.report_injection_error(exc, user_id)
+            return ""
+        if rendered.text:
+            self._record_injection(self.scope(user_id), rendered)
+        return rendered.text
+
+    # -- the injection ledger ---------------------------------------------------------------
+
+    def add_injection_listener(self, listener: Callable[[InjectionRecord], None]) -> None:
+        """Call ``listener(record)`` after every injection (on the model-call path: keep it
+        cheap). A listener that raises is logged and ignored."""
+        self._injection_listeners.append(listener)
+
+    def _record_injection(self, scope: MemoryScope, rendered: RenderedMemory) -> None:
+        now = datetime.now(UTC)
+        record = InjectionRecord(
+            at=now.isoformat(),
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            thread_id=_current_thread_id(),
+            facts=tuple(InjectedFact.of(s, guaranteed=False) for s in rendered.facts)
+            + tuple(InjectedFact.of(s, guaranteed=True) for s in rendered.guaranteed),
+            tokens=rendered.tokens,
+        )
+        self.ledger.append(record)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._usage_lock:
+            usage = self._usage.setdefault(scope, {})
+            for item in record.facts:
+                count, _ = usage.get(item.fact_id, (0, stamp))
+                usage[item.fact_id] = (count + 1, stamp)
+        logger.debug(
+            "memory inject: user %r agent %r, %d fact(s) (%d guaranteed), %d tokens",
+            scope.user_id,
+            scope.agent_name,
+            len(record.facts),
+            len(rendered.guaranteed),
+            record.tokens,
+        )
+        for listener in list(self._injection_listeners):
+            try:
+                listener(record)
+            except Exception:
+                logger.exception("injection listener %r failed", listener)
+
+    def _annotate_usage(self, scope: MemoryScope, memory: Memory) -> Memory:
+        """Fold the injection counts gathered since the last save into the facts (best effort:
+        counts of an update that then fails to save are dropped)."""
+        with self._usage_lock:
+            usage = self._usage.pop(scope, None)
+        if not usage:
+            return memory
+        facts = []
+        for fact in memory.facts:
+            seen = usage.get(fact.id)
+            if seen is None:
+                facts.append(fact)
+            else:
+                facts.append(
+                    fact.model_copy(
+                        update={"injections": fact.injections + seen[0], "lastInjectedAt": seen[1]}
+                    )
+                )
+        return memory.model_copy(update={"facts": tuple(facts)})
+
+    def report_injection_error(self, exc: Exception, user_id: str) -> None:
+        """Log a failed injection: a corrupted file once per problem, anything else with a trace."""
+        if isinstance(exc, CorruptedMemoryError):
+            text = str(exc)
+            if text not in self._reported:
+                self._reported.add(text)
+                logger.error("memory not injected for user %r: %s", user_id, text)
+            return
+        logger.error(
+            "memory injection failed for user %r; calling the model without memory",
+            user_id,
+            exc_info=exc,
+        )
