@@ -39,14 +39,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from deermem_middleware import FactSelector, MemoryConfig
-from deermem_middleware.extraction import MemoryExtractor
-from deermem_middleware.filtering import Turn
-from deermem_middleware.injection import render_memory_block
-from deermem_middleware.scheduler import DebounceTable
-from deermem_middleware.schema import Fact, History, Memory, Section, UserContext
+from deermem_middleware.extraction.extractor import MemoryExtractor
+from deermem_middleware.injection.render import render_memory_block
+from deermem_middleware.injection.tokens import char_token_count
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
+from deermem_middleware.runtime.scheduler import DebounceTable
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope, StoredMemory
-from deermem_middleware.tokens import char_token_count
-from deermem_middleware.updater import CaptureJob, MemoryUpdater
 
 WORDS = [
     "service",

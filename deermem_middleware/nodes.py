@@ -33,9 +33,9 @@ from langgraph.channels import EphemeralValue
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from .ids import resolve_thread_id, resolve_user_id
-from .middleware import MemoryMiddleware, append_to_system_message
-from .runtime.service import MemoryService
+from deermem_middleware.middleware import MemoryMiddleware, append_to_system_message
+from deermem_middleware.runtime.ids import resolve_thread_id, resolve_user_id
+from deermem_middleware.runtime.service import MemoryService
 
 __all__ = ["MEMORY_CONTEXT_KEY", "MemoryNodes", "MemoryState"]
 

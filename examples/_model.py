@@ -23,7 +23,7 @@ def chat_model(max_tokens: int) -> BaseChatModel:
             temperature=0,
             max_completion_tokens=max_tokens,
         )
-    from deermem_middleware.local_llm import LocalLLMServer
+    from deermem_middleware.extraction.local_llm import LocalLLMServer
 
     global _server
     if _server is None:

@@ -31,22 +31,28 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
-from ..config import MemoryConfig
-from ..embeddings import EmbeddingStore, resolve_embeddings
-from ..extraction import ExtractionError, MemoryExtractor
-from ..filtering import filter_messages, has_enough_for_update
-from ..ids import capture_key, conversation_key, safe_thread_id
-from ..injection import RenderedMemory, render_memory
-from ..journal import PendingJournal, job_token
-from ..ledger import InjectedFact, InjectionRecord
-from ..ledger import current_thread_id as _current_thread_id
-from ..lifecycle import last_confirmed
-from ..models import build_chat_model, resolve_model
-from ..retry import CircuitBreaker, describe_failure, is_transient
-from ..scheduler import DebounceScheduler, RetryLater
-from ..schema import SECTION_FIELDS, Memory
-from ..selection import FactSelector, ScoredFact, SelectionParams, SelectionQuery
-from ..storage.base import (
+from deermem_middleware.config import MemoryConfig
+from deermem_middleware.extraction.extractor import ExtractionError, MemoryExtractor
+from deermem_middleware.extraction.models import build_chat_model, resolve_model
+from deermem_middleware.injection.ledger import InjectedFact, InjectionRecord
+from deermem_middleware.injection.ledger import current_thread_id as _current_thread_id
+from deermem_middleware.injection.render import RenderedMemory, render_memory
+from deermem_middleware.injection.tokens import make_token_counter
+from deermem_middleware.memory.conversation import filter_messages, has_enough_for_update
+from deermem_middleware.memory.decay import last_confirmed
+from deermem_middleware.memory.document import SECTION_FIELDS, Memory
+from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
+from deermem_middleware.retrieval.selector import (
+    FactSelector,
+    ScoredFact,
+    SelectionParams,
+    SelectionQuery,
+)
+from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
+from deermem_middleware.runtime.retry import CircuitBreaker, describe_failure, is_transient
+from deermem_middleware.runtime.scheduler import DebounceScheduler, RetryLater
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, SaveFailed, UpdateOutcome
+from deermem_middleware.storage.base import (
     DEFAULT_AGENT,
     CorruptedMemoryError,
     MemoryScope,
@@ -54,9 +60,8 @@ from ..storage.base import (
     RevisionConflict,
     StorageError,
 )
-from ..storage.factory import open_storage, wrap_storage
-from ..tokens import make_token_counter
-from ..updater import CaptureJob, MemoryUpdater, SaveFailed, UpdateOutcome
+from deermem_middleware.storage.factory import open_storage, wrap_storage
+from deermem_middleware.storage.journal import PendingJournal, job_token
 
 __all__ = ["MemoryService"]
 

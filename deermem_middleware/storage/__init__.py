@@ -1,6 +1,6 @@
 """Storage backends for memory documents (see :mod:`.base` for the contract)."""
 
-from .base import (
+from deermem_middleware.storage.base import (
     DEFAULT_AGENT,
     DEFAULT_USER,
     CorruptedMemoryError,
@@ -10,9 +10,9 @@ from .base import (
     StorageError,
     StoredMemory,
 )
-from .json_file import JSONFileStorage
-from .memory import InMemoryStorage
-from .store import StoreStorage
+from deermem_middleware.storage.json_file import JSONFileStorage
+from deermem_middleware.storage.memory import InMemoryStorage
+from deermem_middleware.storage.store import StoreStorage
 
 __all__ = [
     "DEFAULT_AGENT",

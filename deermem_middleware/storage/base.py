@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..schema import Memory
+from deermem_middleware.memory.document import Memory
 
 if TYPE_CHECKING:
-    from ..journal import PendingJournal
+    from deermem_middleware.storage.journal import PendingJournal
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -171,7 +171,7 @@ class MemoryStorage(ABC):
     def journal(self, *, fsync: bool = False) -> PendingJournal:
         """Where this storage's pending captures are recorded until stored (default: in this
         process's memory, for storages that are not durable either)."""
-        from ..journal import InMemoryJournal
+        from deermem_middleware.storage.journal import InMemoryJournal
 
         return InMemoryJournal()
 

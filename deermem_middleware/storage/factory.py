@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .base import MemoryStorage
-from .json_file import JSONFileStorage
-from .store import StoreStorage
+from deermem_middleware.storage.base import MemoryStorage
+from deermem_middleware.storage.json_file import JSONFileStorage
+from deermem_middleware.storage.store import StoreStorage
 
 __all__ = ["open_storage", "wrap_storage"]
 

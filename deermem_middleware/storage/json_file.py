@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from ..schema import DocumentFormatError, Memory, parse_document_json
-from .base import (
+from deermem_middleware.memory.document import DocumentFormatError, Memory, parse_document_json
+from deermem_middleware.storage.base import (
     CorruptedMemoryError,
     MemoryScope,
     MemoryStorage,
@@ -50,7 +50,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..journal import PendingJournal
+    from deermem_middleware.storage.journal import PendingJournal
 
 try:  # POSIX only; elsewhere the in-process lock still applies
     import fcntl
@@ -281,7 +281,7 @@ class JSONFileStorage(MemoryStorage):
 
     def journal(self, *, fsync: bool = False) -> PendingJournal:
         """One file per pending thread under ``<root>/pending`` (see :mod:`..journal`)."""
-        from ..journal import FileJournal
+        from deermem_middleware.storage.journal import FileJournal
 
         return FileJournal(self.root / "pending", fsync=fsync)
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import threading
 
-from ..schema import Memory
-from .base import MemoryScope, MemoryStorage, RevisionConflict, StoredMemory
+from deermem_middleware.memory.document import Memory
+from deermem_middleware.storage.base import (
+    MemoryScope,
+    MemoryStorage,
+    RevisionConflict,
+    StoredMemory,
+)
 
 __all__ = ["InMemoryStorage"]
 

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from ..filtering import Turn
-from ..schema import Memory
-from .base import (
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Memory
+from deermem_middleware.storage.base import (
     CorruptedMemoryError,
     MemoryScope,
     MemoryStorage,
@@ -46,8 +46,8 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..journal import PendingJournal
-from .json_file import decode_name, encode_name
+    from deermem_middleware.storage.journal import PendingJournal
+from deermem_middleware.storage.json_file import decode_name, encode_name
 
 __all__ = ["Consistency", "StoreJournal", "StoreStorage"]
 
@@ -488,7 +488,7 @@ class StoreJournal:
         turns: tuple[Turn, ...],
         conversation: str | None = None,
     ) -> None:
-        from ..journal import JournalEntry, job_token
+        from deermem_middleware.storage.journal import JournalEntry, job_token
 
         entry = JournalEntry.mine(scope, thread_id, turns, conversation)
         value = {**entry.to_json(), "token": job_token(turns)}
@@ -502,7 +502,7 @@ class StoreJournal:
         )
 
     def entries(self) -> list[Any]:
-        from ..journal import JournalEntry
+        from deermem_middleware.storage.journal import JournalEntry
 
         store = self._storage.store
         found = []

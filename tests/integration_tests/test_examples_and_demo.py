@@ -137,9 +137,9 @@ def test_wheel_install_loads_prompts_from_the_wheel(tmp_path: Path) -> None:
     probe = (
         "import deermem_middleware, pathlib, json\n"
         "from datetime import datetime, UTC\n"
-        "from deermem_middleware.extraction import render_extraction_messages\n"
-        "from deermem_middleware.filtering import Turn\n"
-        "from deermem_middleware.schema import Memory\n"
+        "from deermem_middleware.extraction.extractor import render_extraction_messages\n"
+        "from deermem_middleware.memory.conversation import Turn\n"
+        "from deermem_middleware.memory.document import Memory\n"
         "msgs = render_extraction_messages(Memory(), [Turn('user','I use Go','a'),"
         " Turn('assistant','ok','b')], now=datetime.now(UTC), json_instructions=True)\n"
         "print(json.dumps({'file': deermem_middleware.__file__, 'system': msgs[0].content[:40],"

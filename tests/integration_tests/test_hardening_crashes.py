@@ -22,8 +22,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryMiddleware
-from deermem_middleware.journal import FileJournal
 from deermem_middleware.storage import MemoryScope
+from deermem_middleware.storage.journal import FileJournal
 from tests.integration_tests.workers.common import writer_config
 from tests.marker_model import MarkerChatModel, marker_of
 

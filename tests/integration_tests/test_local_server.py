@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from deermem_middleware.local_llm import LocalLLMServer
+from deermem_middleware.extraction.local_llm import LocalLLMServer
 from tests.integration_tests.conftest import require_local_llm
 
 
@@ -66,7 +66,7 @@ def test_server_dies_with_its_parent(how: str) -> None:
         # a background job of a non-interactive shell starts with SIGINT ignored: undo that,
         # or Ctrl-C could never reach this child when the tests run under `cmd &` or nohup
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        from deermem_middleware.local_llm import LocalLLMServer
+        from deermem_middleware.extraction.local_llm import LocalLLMServer
         with LocalLLMServer() as server:
             print(server.pid, flush=True)
             time.sleep(600)
@@ -87,7 +87,7 @@ def test_server_dies_with_its_parent(how: str) -> None:
 
 def test_missing_gguf_is_a_clear_error(tmp_path: object) -> None:
     require_local_llm()
-    from deermem_middleware.local_llm import LocalLLMError
+    from deermem_middleware.extraction.local_llm import LocalLLMError
 
     with pytest.raises(LocalLLMError, match="not found"):
         LocalLLMServer(gguf=os.path.join(str(tmp_path), "nope.gguf")).start()

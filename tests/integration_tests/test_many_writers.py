@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.schema import Memory
+from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage import MemoryScope
 from tests.integration_tests.workers.common import open_target
 from tests.marker_model import marker_of

@@ -17,9 +17,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryExtractor, MemoryMiddleware
-from deermem_middleware.filtering import Turn
-from deermem_middleware.local_llm import LocalLLMServer
-from deermem_middleware.schema import (
+from deermem_middleware.extraction.local_llm import LocalLLMServer
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import (
     FACT_CATEGORIES,
     MAX_FACT_CHARS,
     MAX_FACTS_PER_UPDATE,

@@ -17,15 +17,22 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.filtering import Turn
-from deermem_middleware.journal import FileJournal, job_token
-from deermem_middleware.schema import Fact, History, Memory, Section, UserContext, Watermark
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import (
+    Fact,
+    History,
+    Memory,
+    Section,
+    UserContext,
+    Watermark,
+)
 from deermem_middleware.storage import (
     JSONFileStorage,
     MemoryScope,
     RevisionConflict,
     StoreStorage,
 )
+from deermem_middleware.storage.journal import FileJournal, job_token
 
 from .conftest import postgres_dsn
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware import lifecycle
-from deermem_middleware.dates import (
+from deermem_middleware.memory import decay as lifecycle
+from deermem_middleware.memory.time import (
     TimeIntent,
     epoch_seconds,
     event_date_range,
@@ -426,7 +426,7 @@ def test_resolve_relative_date_returns_none(text: str) -> None:
 
 
 def test_resolve_logs_when_it_leaves_an_ambiguous_date(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="deermem_middleware.dates")
+    caplog.set_level(logging.DEBUG, logger="deermem_middleware.memory.time")
     assert resolve_relative_date("yesterday or last week", REF) is None
     assert any("unresolved" in record.getMessage() for record in caplog.records)
 

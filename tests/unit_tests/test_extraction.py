@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage
 
-from deermem_middleware.apply import apply_update
-from deermem_middleware.extraction import (
+from deermem_middleware.extraction.extractor import (
     ExtractionError,
     MemoryExtractor,
     parse_json_text,
@@ -29,8 +28,9 @@ from deermem_middleware.extraction import (
     render_extraction_messages,
     update_json_schema,
 )
-from deermem_middleware.filtering import Turn
-from deermem_middleware.schema import (
+from deermem_middleware.memory.apply import apply_update
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import (
     FACT_CATEGORIES,
     MAX_FACT_CHARS,
     MAX_FACTS_PER_UPDATE,
@@ -732,7 +732,7 @@ def test_parse_update_broken_answers(
     logged = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "deermem_middleware.extraction" and r.levelno == logging.WARNING
+        if r.name == "deermem_middleware.extraction.extractor" and r.levelno == logging.WARNING
     ]
     for rejection in rejected:
         assert f"memory update item rejected: {rejection}" in logged

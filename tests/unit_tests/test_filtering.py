@@ -10,7 +10,7 @@ import sys
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from deermem_middleware.filtering import (
+from deermem_middleware.memory.conversation import (
     Turn,
     filter_messages,
     has_enough_for_update,
@@ -297,7 +297,7 @@ def test_fingerprint_is_stable_across_processes() -> None:
     script = (
         "import json\n"
         "from langchain_core.messages import AIMessage, HumanMessage\n"
-        "from deermem_middleware.filtering import filter_messages\n"
+        "from deermem_middleware.memory.conversation import filter_messages\n"
         "turns = filter_messages([HumanMessage('我喜欢喝茶'), AIMessage('好')])\n"
         "print(json.dumps([t.fingerprint for t in turns]))\n"
     )

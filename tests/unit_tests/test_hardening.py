@@ -22,12 +22,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.cli import main as cli_main
 from deermem_middleware.config import ConfigError, load_memory_config
-from deermem_middleware.filtering import Turn
-from deermem_middleware.injection import fact_line
-from deermem_middleware.journal import FileJournal
-from deermem_middleware.retry import CircuitBreaker
-from deermem_middleware.schema import MAX_COUNT, MAX_FACT_CHARS, MAX_SUMMARY_CHARS, Memory
+from deermem_middleware.injection.render import fact_line
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import MAX_COUNT, MAX_FACT_CHARS, MAX_SUMMARY_CHARS, Memory
+from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
+from deermem_middleware.storage.journal import FileJournal
 from tests.marker_model import MarkerChatModel, marker_of
 
 from ..helpers import OpenAIStub, memory_config, update_json

@@ -34,8 +34,8 @@ from langchain_core.output_parsers import JsonOutputParser
 from langchain_core.runnables import Runnable
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.extraction import MAX_LISTED_REJECTIONS
-from deermem_middleware.schema import (
+from deermem_middleware.extraction.extractor import MAX_LISTED_REJECTIONS
+from deermem_middleware.memory.document import (
     MAX_FACT_CHARS,
     MAX_FACTS_PER_UPDATE,
     MAX_REMOVALS_PER_UPDATE,
@@ -49,8 +49,8 @@ from deermem_middleware.schema import (
     is_invisible,
     utc_now_iso,
 )
+from deermem_middleware.runtime.updater import CaptureJob, UpdateOutcome
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryStorage
-from deermem_middleware.updater import CaptureJob, UpdateOutcome
 from tests.helpers import ScriptedChatModel
 
 STAMP = utc_now_iso(datetime.now(UTC) - timedelta(days=30))  # recent: no decay
@@ -658,7 +658,7 @@ def test_hostile_answer(
     worker_failures = [
         r.getMessage()
         for r in records
-        if r.name in ("deermem_middleware.runtime.service", "deermem_middleware.scheduler")
+        if r.name in ("deermem_middleware.runtime.service", "deermem_middleware.runtime.scheduler")
         and r.levelno >= logging.WARNING
         and "skipped" not in r.getMessage()
     ]
@@ -708,17 +708,17 @@ def test_hostile_answer(
     # each rejected item was logged once, with its field/index and a reason
     logged = [
         m.removeprefix(REJECTED)
-        for m in messages(caplog, "deermem_middleware.extraction", logging.WARNING)
+        for m in messages(caplog, "deermem_middleware.extraction.extractor", logging.WARNING)
         if m.startswith(REJECTED)
     ]
     assert [entry.split(": ", 1)[0] for entry in logged] == list(case.rejected)
     assert all(entry.split(": ", 1)[1].strip() for entry in logged)
     assert outcome.extraction.rejected == logged
-    unknown = messages(caplog, "deermem_middleware.facts", logging.INFO)
+    unknown = messages(caplog, "deermem_middleware.memory.facts", logging.INFO)
     for fact_id in case.unknown_removals:
         assert f"factsToRemove: unknown fact id {fact_id!r} ignored" in unknown
     if case.below_threshold:
-        below = messages(caplog, "deermem_middleware.facts", logging.DEBUG)
+        below = messages(caplog, "deermem_middleware.memory.facts", logging.DEBUG)
         assert sum("below threshold" in m for m in below) == case.below_threshold
 
 

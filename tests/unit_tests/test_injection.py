@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem_middleware.injection import escape_memory_text, render_memory_block
-from deermem_middleware.schema import Fact, Memory
-from deermem_middleware.selection import FactSelector, ScoredFact
-from deermem_middleware.tokens import char_token_count, make_token_counter
+from deermem_middleware.injection.render import escape_memory_text, render_memory_block
+from deermem_middleware.injection.tokens import char_token_count, make_token_counter
+from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
 
 
 def make_fact(
@@ -240,7 +240,7 @@ def test_unknown_token_mode_raises() -> None:
 
 def test_long_summaries_cannot_crowd_out_facts() -> None:
     """Six maximal summaries would fill a small budget; the profile gets at most half of it."""
-    from deermem_middleware.schema import MAX_SUMMARY_CHARS, History, Section, UserContext
+    from deermem_middleware.memory.document import MAX_SUMMARY_CHARS, History, Section, UserContext
 
     long = Section(summary="word " * (MAX_SUMMARY_CHARS // 5))
     memory = Memory(

@@ -14,23 +14,16 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.apply import apply_update
-from deermem_middleware.extraction import (
+from deermem_middleware.extraction.extractor import (
     parse_update,
     prompt_facts,
     render_extraction_messages,
     update_json_schema,
 )
-from deermem_middleware.facts import (
-    NEAR_DUPLICATE_THRESHOLD,
-    FactChanges,
-    apply_facts,
-    fact_similarity,
-    is_near_duplicate,
-    trim_facts,
-)
-from deermem_middleware.filtering import Turn
-from deermem_middleware.lifecycle import (
+from deermem_middleware.extraction.prompts import load_prompt
+from deermem_middleware.memory.apply import apply_update
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.decay import (
     DEFAULT_ARCHIVE_FLOOR,
     DEFAULT_HALF_LIFE_DAYS,
     DEFAULT_HALF_LIVES,
@@ -42,14 +35,21 @@ from deermem_middleware.lifecycle import (
     parse_timestamp,
     recency_weight,
 )
-from deermem_middleware.prompts import load_prompt
-from deermem_middleware.schema import (
+from deermem_middleware.memory.document import (
     MAX_SUPERSEDES_PER_FACT,
     Fact,
     Memory,
     MemoryUpdate,
     NewFact,
     utc_now_iso,
+)
+from deermem_middleware.memory.facts import (
+    NEAR_DUPLICATE_THRESHOLD,
+    FactChanges,
+    apply_facts,
+    fact_similarity,
+    is_near_duplicate,
+    trim_facts,
 )
 
 NOW = datetime(2026, 4, 1, 12, 0, 0, tzinfo=UTC)

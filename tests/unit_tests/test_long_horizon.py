@@ -17,26 +17,26 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig
-from deermem_middleware.apply import apply_update
-from deermem_middleware.extraction import (
+from deermem_middleware.extraction.extractor import (
     ExtractionResult,
     render_extraction_messages,
     update_json_schema,
 )
-from deermem_middleware.facts import apply_facts, fact_value, trim_facts
-from deermem_middleware.filtering import Turn, filter_messages, message_time
-from deermem_middleware.injection import fact_date_label, fact_line
-from deermem_middleware.journal import JournalEntry
-from deermem_middleware.lifecycle import effective_confidence, expire_transient, has_expired
-from deermem_middleware.schema import Fact, Memory, MemoryUpdate, NewFact, utc_now_iso
-from deermem_middleware.selection import (
+from deermem_middleware.injection.render import fact_date_label, fact_line
+from deermem_middleware.memory.apply import apply_update
+from deermem_middleware.memory.conversation import Turn, filter_messages, message_time
+from deermem_middleware.memory.decay import effective_confidence, expire_transient, has_expired
+from deermem_middleware.memory.document import Fact, Memory, MemoryUpdate, NewFact, utc_now_iso
+from deermem_middleware.memory.facts import apply_facts, fact_value, trim_facts
+from deermem_middleware.retrieval.selector import (
     FactSelector,
     SelectionParams,
     SelectionQuery,
     newer_competitors_first,
 )
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
-from deermem_middleware.updater import CaptureJob, MemoryUpdater
+from deermem_middleware.storage.journal import JournalEntry
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SCOPE = MemoryScope("sam", "__default__")
@@ -359,7 +359,7 @@ def test_the_first_trim_of_a_scope_is_a_warning_then_info(
         clock=lambda: NOW,
         id_factory=lambda: f"f{next(counter)}",
     )
-    caplog.set_level(logging.INFO, logger="deermem_middleware.updater")
+    caplog.set_level(logging.INFO, logger="deermem_middleware.runtime.updater")
     for n in range(3):
         turns = (Turn("user", f"u{n}", f"u{n}"), Turn("assistant", f"a{n}", f"a{n}"))
         outcome = updater.run(CaptureJob(SCOPE, f"t{n}", turns))

@@ -6,8 +6,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from deermem_middleware.config import ConfigError, ModelConfig
-from deermem_middleware.local_llm import is_local_base_url
-from deermem_middleware.models import build_chat_model, resolve_model
+from deermem_middleware.extraction.local_llm import is_local_base_url
+from deermem_middleware.extraction.models import build_chat_model, resolve_model
 
 
 def test_loopback_base_url_gets_llama_cpp_sampling_options() -> None:

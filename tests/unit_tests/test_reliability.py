@@ -15,11 +15,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.filtering import Turn
-from deermem_middleware.journal import FileJournal, InMemoryJournal, JournalEntry, job_token
-from deermem_middleware.retry import CircuitBreaker, is_transient
-from deermem_middleware.scheduler import DebounceScheduler, DebounceTable, RetryLater
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.runtime.retry import CircuitBreaker, is_transient
+from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable, RetryLater
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryScope
+from deermem_middleware.storage.journal import FileJournal, InMemoryJournal, JournalEntry, job_token
 
 from ..helpers import OpenAIStub, ScriptedChatModel, memory_config, update_json
 
@@ -108,7 +108,7 @@ def test_owner_liveness() -> None:
 
 
 def _owner() -> tuple[str, int, str]:
-    from deermem_middleware.journal import process_owner
+    from deermem_middleware.storage.journal import process_owner
 
     return process_owner()
 

@@ -13,17 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem_middleware.extraction import render_extraction_messages
-from deermem_middleware.filtering import Turn
-from deermem_middleware.injection import escape_memory_text, render_memory_block
-from deermem_middleware.prompts import load_prompt
-from deermem_middleware.safety import (
+from deermem_middleware.extraction.extractor import render_extraction_messages
+from deermem_middleware.extraction.prompts import load_prompt
+from deermem_middleware.injection.render import escape_memory_text, render_memory_block
+from deermem_middleware.injection.safety import (
     assess_memory_text,
     classify_memory_text,
     normalize_for_matching,
 )
-from deermem_middleware.schema import Fact, History, Memory, Section, UserContext
-from deermem_middleware.selection import ScoredFact
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
+from deermem_middleware.retrieval.selector import ScoredFact
 
 # ------------------------------------------------------------------------------------------------
 # Corpora

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.scheduler import DebounceScheduler, DebounceTable
+from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable
 
 SAFETY = 10.0  # seconds: only ever a safety net against hangs
 
@@ -319,7 +319,7 @@ def test_failing_handler_does_not_stop_later_jobs(
     failures = [
         r
         for r in caplog.records
-        if r.name == "deermem_middleware.scheduler" and r.exc_info is not None
+        if r.name == "deermem_middleware.runtime.scheduler" and r.exc_info is not None
     ]
     assert len(failures) == 2
     assert all("boom" in str(r.exc_info[1]) for r in failures if r.exc_info)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from deermem_middleware.schema import (
+from deermem_middleware.memory.document import (
     FACT_CATEGORIES,
     MAX_FACT_CHARS,
     Fact,

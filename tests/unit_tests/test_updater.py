@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from deermem_middleware import MemoryConfig
-from deermem_middleware.apply import advance_watermark, apply_update
-from deermem_middleware.extraction import ExtractionError, MemoryExtractor
-from deermem_middleware.filtering import Turn
-from deermem_middleware.schema import Memory, MemoryUpdate, NewFact
+from deermem_middleware.extraction.extractor import ExtractionError, MemoryExtractor
+from deermem_middleware.memory.apply import advance_watermark, apply_update
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Memory, MemoryUpdate, NewFact
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import (
     InMemoryStorage,
     JSONFileStorage,
@@ -22,7 +23,6 @@ from deermem_middleware.storage import (
     RevisionConflict,
     StoredMemory,
 )
-from deermem_middleware.updater import CaptureJob, MemoryUpdater
 from tests.helpers import ScriptedChatModel, update_json
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -273,7 +273,7 @@ def test_no_model_is_reported(
     errors = [
         r
         for r in caplog.records
-        if r.levelno == logging.ERROR and r.name == "deermem_middleware.updater"
+        if r.levelno == logging.ERROR and r.name == "deermem_middleware.runtime.updater"
     ]
     assert len(errors) == 1
     assert "no extraction model" in errors[0].getMessage()

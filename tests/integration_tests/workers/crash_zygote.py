@@ -31,12 +31,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from deermem_middleware.extraction import MemoryExtractor
-from deermem_middleware.filtering import filter_messages
-from deermem_middleware.schema import Memory
-from deermem_middleware.selection import FactSelector, SelectionParams
+from deermem_middleware.extraction.extractor import MemoryExtractor
+from deermem_middleware.memory.conversation import filter_messages
+from deermem_middleware.memory.document import Memory
+from deermem_middleware.retrieval.selector import FactSelector, SelectionParams
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
-from deermem_middleware.updater import CaptureJob, MemoryUpdater, UpdateOutcome
 from tests.integration_tests.workers.common import conversation, writer_config, writer_middleware
 from tests.marker_model import MarkerChatModel, marker_of
 

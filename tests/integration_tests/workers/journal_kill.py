@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from deermem_middleware.filtering import Turn
-from deermem_middleware.journal import FileJournal
+from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.storage import MemoryScope
+from deermem_middleware.storage.journal import FileJournal
 
 SCOPE = MemoryScope("alice", "__default__")
 SIZE = 1_000_000

@@ -29,10 +29,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from deermem_middleware.apply import apply_update
-from deermem_middleware.schema import Memory, MemoryUpdate, NewFact
+from deermem_middleware.memory.apply import apply_update
+from deermem_middleware.memory.document import Memory, MemoryUpdate, NewFact
+from deermem_middleware.runtime.updater import UpdateOutcome
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
-from deermem_middleware.updater import UpdateOutcome
 from tests.integration_tests.workers.common import (
     conversation,
     is_dsn,

@@ -10,8 +10,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .filtering import Turn
-from .storage.base import DEFAULT_USER
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.storage.base import DEFAULT_USER
 
 __all__ = [
     "capture_key",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from .schema import (
+from deermem_middleware.memory.document import (
     SECTION_FIELDS,
     USER_FIELDS,
     Memory,

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from .dates import parse_timestamp
+from deermem_middleware.memory.time import parse_timestamp
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_CHARS",

@@ -2,7 +2,7 @@
 
 For the demo, for end-to-end tests, and for anyone who wants memory without a cloud model::
 
-    from deermem_middleware.local_llm import LocalLLMServer
+    from deermem_middleware.extraction.local_llm import LocalLLMServer
 
     with LocalLLMServer() as server:            # bundled SmolLM2-135M-Instruct, free port
         model = server.chat_model()             # a ChatOpenAI pointed at it

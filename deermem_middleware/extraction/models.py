@@ -12,8 +12,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from .config import ConfigError, ModelConfig
-from .local_llm import LOCAL_SAMPLING, is_local_base_url
+from deermem_middleware.config import ConfigError, ModelConfig
+from deermem_middleware.extraction.local_llm import LOCAL_SAMPLING, is_local_base_url
 
 __all__ = ["DEFAULT_OPENAI_MODEL", "build_chat_model", "resolve_model"]
 
@@ -31,7 +31,7 @@ def build_chat_model(config: ModelConfig, *, resources: list[Any] | None = None)
     provider = config.provider.strip().lower()
     api_key = config.api_key.get_secret_value() if config.api_key is not None else None
     if provider == "local":
-        from .local_llm import LocalLLMError, LocalLLMServer
+        from deermem_middleware.extraction.local_llm import LocalLLMError, LocalLLMServer
 
         server = LocalLLMServer(gguf=config.gguf)
         try:

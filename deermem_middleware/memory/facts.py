@@ -44,15 +44,15 @@ from typing import Final
 
 import numpy as np
 
-from .dates import resolve_relative_date
-from .lifecycle import (
+from deermem_middleware.memory.decay import (
     DEFAULT_HALF_LIFE_DAYS,
     archive_decayed,
     expire_transient,
     has_expired,
     last_used,
 )
-from .schema import Fact, NewFact, new_fact_id, utc_now_iso
+from deermem_middleware.memory.document import Fact, NewFact, new_fact_id, utc_now_iso
+from deermem_middleware.memory.time import resolve_relative_date
 
 __all__ = [
     "NEAR_DUPLICATE_THRESHOLD",

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .filtering import Turn
-from .storage.base import MemoryScope
-from .storage.json_file import file_name
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.storage.base import MemoryScope
+from deermem_middleware.storage.json_file import file_name
 
 __all__ = [
     "FileJournal",

@@ -16,13 +16,18 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .apply import ApplyReport, advance_watermark, apply_update
-from .config import DEFAULT_MAX_FACTS, MemoryConfig
-from .dates import parse_timestamp
-from .extraction import ExtractionResult, MemoryExtractor
-from .filtering import Turn, has_enough_for_update, turns_after
-from .schema import Memory, Watermark, new_fact_id
-from .storage.base import MemoryScope, MemoryStorage, RevisionConflict, StorageError
+from deermem_middleware.config import DEFAULT_MAX_FACTS, MemoryConfig
+from deermem_middleware.extraction.extractor import ExtractionResult, MemoryExtractor
+from deermem_middleware.memory.apply import ApplyReport, advance_watermark, apply_update
+from deermem_middleware.memory.conversation import Turn, has_enough_for_update, turns_after
+from deermem_middleware.memory.document import Memory, Watermark, new_fact_id
+from deermem_middleware.memory.time import parse_timestamp
+from deermem_middleware.storage.base import (
+    MemoryScope,
+    MemoryStorage,
+    RevisionConflict,
+    StorageError,
+)
 
 __all__ = ["CaptureJob", "Extracted", "MemoryUpdater", "SaveFailed", "UpdateOutcome"]
 

@@ -36,7 +36,7 @@ from pydantic import (
     model_serializer,
 )
 
-from .dates import normalize_event_date
+from deermem_middleware.memory.time import normalize_event_date
 
 __all__ = [
     "FACT_CATEGORIES",

@@ -40,8 +40,8 @@ from collections.abc import Container, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Final
 
-from .dates import event_date_range, parse_timestamp
-from .schema import Fact
+from deermem_middleware.memory.document import Fact
+from deermem_middleware.memory.time import event_date_range, parse_timestamp
 
 __all__ = [
     "DEFAULT_ARCHIVE_FLOOR",

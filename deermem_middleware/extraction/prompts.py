@@ -23,7 +23,7 @@ def load_prompt(name: str) -> str:
     packaged = resources.files("deermem_middleware").joinpath("prompts", filename)
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
-    source_tree = Path(__file__).resolve().parent.parent / "prompts" / filename
+    source_tree = Path(__file__).resolve().parents[2] / "prompts" / filename
     if source_tree.is_file():
         return source_tree.read_text(encoding="utf-8")
     raise FileNotFoundError(f"prompt template {filename!r} not found in the package or source tree")

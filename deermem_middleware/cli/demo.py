@@ -121,7 +121,7 @@ def _demo_models(out: TextIO) -> Iterator[tuple[Any, Any, str]]:
             f"{name} at {base} (from OPENAI_* environment variables)",
         )
         return
-    from .local_llm import LocalLLMServer, bundled_gguf
+    from deermem_middleware.extraction.local_llm import LocalLLMServer, bundled_gguf
 
     gguf = os.environ.get("DEERMEM_GGUF") or None
     server = LocalLLMServer(gguf=gguf)
@@ -144,8 +144,8 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from .config import MemoryConfig
-    from .middleware import MemoryMiddleware
+    from deermem_middleware.config import MemoryConfig
+    from deermem_middleware.middleware import MemoryMiddleware
 
     started = time.monotonic()
     folder = storage_path or tempfile.mkdtemp(prefix="deermem-demo-")

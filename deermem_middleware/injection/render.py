@@ -31,11 +31,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .dates import normalize_event_date, parse_timestamp
-from .safety import assess_memory_text
-from .schema import Fact, Memory
-from .selection import ScoredFact
-from .tokens import TokenCounter, char_token_count
+from deermem_middleware.injection.safety import assess_memory_text
+from deermem_middleware.injection.tokens import TokenCounter, char_token_count
+from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.memory.time import normalize_event_date, parse_timestamp
+from deermem_middleware.retrieval.selector import ScoredFact
 
 __all__ = [
     "RenderedMemory",

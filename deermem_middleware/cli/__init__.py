@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from .interchange import CapReport
-    from .runtime.service import MemoryService
-    from .schema import Fact, Memory
-    from .storage.base import MemoryScope, MemoryStorage
+    from deermem_middleware.memory.document import Fact, Memory
+    from deermem_middleware.memory.interchange import CapReport
+    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.base import MemoryScope, MemoryStorage
 
 __all__ = ["main"]
 
@@ -350,7 +350,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _categories() -> tuple[str, ...]:
-    from .schema import FACT_CATEGORIES
+    from deermem_middleware.memory.document import FACT_CATEGORIES
 
     return FACT_CATEGORIES
 
@@ -365,9 +365,9 @@ def _middleware(args: argparse.Namespace) -> MemoryService:
     module): no scheduler is started, and agents' engines are not touched."""
     from pydantic import ValidationError
 
-    from .config import MemoryConfig, default_config_path, load_memory_config
-    from .runtime.service import MemoryService
-    from .storage.base import MemoryScope
+    from deermem_middleware.config import MemoryConfig, default_config_path, load_memory_config
+    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.base import MemoryScope
 
     user = getattr(args, "user", None)
     if user is not None:
@@ -401,7 +401,7 @@ def _opened(args: argparse.Namespace) -> Iterator[MemoryService]:
 
 
 def _now() -> str:
-    from .schema import utc_now_iso
+    from deermem_middleware.memory.document import utc_now_iso
 
     return utc_now_iso()
 
@@ -439,8 +439,8 @@ def _find_fact(memory: Memory, fact_id: str, scope: MemoryScope) -> Fact:
 
 def _storage_where(storage: MemoryStorage) -> str:
     """The storage as a whole, for people: the JSON files' root folder, the store's kind."""
-    from .storage.json_file import JSONFileStorage
-    from .storage.store import StoreStorage
+    from deermem_middleware.storage.json_file import JSONFileStorage
+    from deermem_middleware.storage.store import StoreStorage
 
     if isinstance(storage, JSONFileStorage):
         return str(storage.root)
@@ -479,7 +479,7 @@ def _dump(data: Any) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .schema import SECTION_FIELDS
+    from deermem_middleware.memory.document import SECTION_FIELDS
 
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
@@ -506,7 +506,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  {name}: {summary}")
     print(f"facts ({len(shown)}{' shown; ' + hidden_note if hidden else ''}):")
     if shown:
-        from .injection import fact_date_label
+        from deermem_middleware.injection.render import fact_date_label
 
         headers = ["id", *(["status"] if args.all else []), "category", "conf", "date", "content"]
         rows = [
@@ -598,9 +598,9 @@ def _describe_intent(intent: Any) -> str:
 def _explain(args: argparse.Namespace) -> int:
     from langchain_core.messages import HumanMessage
 
-    from .dates import query_time_intent
-    from .injection import fact_line
-    from .tokens import make_token_counter
+    from deermem_middleware.injection.render import fact_line
+    from deermem_middleware.injection.tokens import make_token_counter
+    from deermem_middleware.memory.time import query_time_intent
 
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
@@ -765,7 +765,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _checked_text(text: str) -> str:
-    from .schema import MAX_FACT_CHARS, is_invisible
+    from deermem_middleware.memory.document import MAX_FACT_CHARS, is_invisible
 
     text = " ".join(text.split())
     if not text or is_invisible(text):
@@ -776,7 +776,7 @@ def _checked_text(text: str) -> str:
 
 
 def _date_arg(value: str) -> str:
-    from .dates import normalize_event_date
+    from deermem_middleware.memory.time import normalize_event_date
 
     if value in ("", "none"):
         return ""
@@ -805,8 +805,8 @@ def _date_args(parser: argparse.ArgumentParser, *, edit: bool = False) -> None:
 
 
 def _fact_add(args: argparse.Namespace) -> int:
-    from .facts import normalize_fact_text
-    from .schema import Fact, new_fact_id
+    from deermem_middleware.memory.document import Fact, new_fact_id
+    from deermem_middleware.memory.facts import normalize_fact_text
 
     text = _checked_text(args.text)
     key = normalize_fact_text(text)
@@ -978,7 +978,7 @@ def _forget(args: argparse.Namespace) -> int:
 
 def _user_scopes(middleware: MemoryService, user_id: str, agent: str | None) -> list[MemoryScope]:
     """Every scope of ``user_id`` (one agent's, with ``agent``) with a document or pending work."""
-    from .storage.base import MemoryScope
+    from deermem_middleware.storage.base import MemoryScope
 
     found = {s for s in middleware.storage.list_scopes() if s.user_id == user_id}
     if middleware.journal is not None:
@@ -996,7 +996,7 @@ def _forget_scope(
     """Delete the document (when ``stored``) and the pending captures of ``scope``; returns the
     deleted fact texts. A scope without a document is not touched: deleting it would create
     the lock file and folder it is about to sweep."""
-    from .storage.base import CorruptedMemoryError
+    from deermem_middleware.storage.base import CorruptedMemoryError
 
     storage = middleware.storage
     texts: list[str] = []
@@ -1055,8 +1055,8 @@ def _sweep_files(
     middleware: MemoryService, user_id: str, agent: str | None, receipt: _Receipt
 ) -> None:
     """JSON-file storage: quarantined copies, lock and temp files, pending files, empty folders."""
-    from .journal import FileJournal
-    from .storage.json_file import JSONFileStorage, file_name
+    from deermem_middleware.storage.journal import FileJournal
+    from deermem_middleware.storage.json_file import JSONFileStorage, file_name
 
     storage = middleware.storage
     if not isinstance(storage, JSONFileStorage):
@@ -1088,7 +1088,7 @@ def _sweep_store(
     middleware: MemoryService, user_id: str, agent: str | None, receipt: _Receipt
 ) -> None:
     """LangGraph-store storage: every remaining key of the user (quarantined documents too)."""
-    from .storage.store import StoreStorage, label
+    from deermem_middleware.storage.store import StoreStorage, label
 
     storage = middleware.storage
     if not isinstance(storage, StoreStorage):
@@ -1137,7 +1137,7 @@ def _forget_fact(args: argparse.Namespace) -> int:
 
 def _deerflow_document(memory: Memory) -> dict[str, Any]:
     """``memory`` in DeerFlow's ``memory.json`` shape: its keys only, active facts only."""
-    from .schema import HISTORY_FIELDS, USER_FIELDS
+    from deermem_middleware.memory.document import HISTORY_FIELDS, USER_FIELDS
 
     def group(names: Sequence[str]) -> dict[str, Any]:
         return {
@@ -1212,7 +1212,7 @@ def _read_memory_file(path: Path, fmt: str = "auto") -> tuple[Memory, str]:
     """
     from pydantic import ValidationError
 
-    from .schema import DocumentFormatError, Memory, parse_document_json
+    from deermem_middleware.memory.document import DocumentFormatError, Memory, parse_document_json
 
     try:
         raw = path.read_bytes()
@@ -1242,7 +1242,7 @@ def _read_memory_file(path: Path, fmt: str = "auto") -> tuple[Memory, str]:
         more = f" (and {exc.error_count() - 1} more error(s))" if exc.error_count() > 1 else ""
         message = str(first["msg"]).removeprefix("Value error, ")
         raise UsageError(f"{path}: {_field_path(first['loc'])}: {message}{more}") from None
-    from .interchange import invalid_text
+    from deermem_middleware.memory.interchange import invalid_text
 
     seen: dict[str, int] = {}
     for index, fact in enumerate(memory.facts):
@@ -1275,8 +1275,8 @@ def _merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, 
     """``current`` plus what ``incoming`` adds: new facts (not the same id, not the same text
     after :func:`normalize_fact_text`), summaries that are newer or fill an empty one, and
     watermarks and unknown top-level keys ``current`` does not have."""
-    from .facts import normalize_fact_text
-    from .schema import SECTION_FIELDS, USER_FIELDS
+    from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS
+    from deermem_middleware.memory.facts import normalize_fact_text
 
     report = _MergeReport()
     facts = list(current.facts)
@@ -1320,14 +1320,14 @@ def _merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, 
         }
     )
     if extras:
-        from .schema import Memory
+        from deermem_middleware.memory.document import Memory
 
         merged = Memory.from_json_dict({**extras, **merged.to_json_dict()})
     return merged, report
 
 
 def _import(args: argparse.Namespace) -> int:
-    from .interchange import CapReport, cap_document
+    from deermem_middleware.memory.interchange import CapReport, cap_document
 
     path = Path(args.file)
     incoming, detected = _read_memory_file(path, args.format)
@@ -1385,8 +1385,8 @@ def _capped_note(capped: CapReport) -> str:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from .storage.base import CorruptedMemoryError
-    from .storage.json_file import JSONFileStorage
+    from deermem_middleware.storage.base import CorruptedMemoryError
+    from deermem_middleware.storage.json_file import JSONFileStorage
 
     with _opened(args) as middleware:
         storage = middleware.storage
@@ -1478,7 +1478,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace) -> int:
-    from . import local_llm
+    from deermem_middleware.extraction import local_llm
 
     if args.local_command == "install":
         local_llm.install()
@@ -1501,7 +1501,7 @@ def _local(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import main_json, print_report, run_demo
+    from deermem_middleware.cli.demo import main_json, print_report, run_demo
 
     report = run_demo(storage_path=args.storage_path, out=sys.stderr)
     if args.json:
@@ -1545,9 +1545,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.DEBUG
     )
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    from .config import ConfigError
-    from .local_llm import LocalLLMError
-    from .storage.base import StorageError
+    from deermem_middleware.config import ConfigError
+    from deermem_middleware.extraction.local_llm import LocalLLMError
+    from deermem_middleware.storage.base import StorageError
 
     try:
         return _dispatch(args)

@@ -48,12 +48,17 @@ import numpy as np
 from scipy import sparse
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 
-from .dates import TimeIntent, epoch_seconds, event_date_range, query_time_intent
-from .embeddings import EmbeddingStore
-from .filtering import Turn
-from .lifecycle import effective_confidence, last_confirmed
-from .safety import assess_memory_text
-from .schema import Fact, Memory
+from deermem_middleware.injection.safety import assess_memory_text
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.decay import effective_confidence, last_confirmed
+from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.memory.time import (
+    TimeIntent,
+    epoch_seconds,
+    event_date_range,
+    query_time_intent,
+)
+from deermem_middleware.retrieval.embeddings import EmbeddingStore
 
 __all__ = [
     "CharNgramIndex",

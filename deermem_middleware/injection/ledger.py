@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ids import current_config
-from .selection import ScoredFact
+from deermem_middleware.retrieval.selector import ScoredFact
+from deermem_middleware.runtime.ids import current_config
 
 __all__ = ["InjectedFact", "InjectionRecord", "current_thread_id"]
 

@@ -32,9 +32,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig, RunnableSequence
 from pydantic import ValidationError
 
-from .dates import parse_timestamp
-from .filtering import Turn, message_text
-from .schema import (
+from deermem_middleware.memory.conversation import Turn, message_text
+from deermem_middleware.memory.document import (
     FACT_CATEGORIES,
     HISTORY_FIELDS,
     MAX_DATE_CHARS,
@@ -52,6 +51,7 @@ from .schema import (
     SectionUpdate,
     UserUpdate,
 )
+from deermem_middleware.memory.time import parse_timestamp
 
 __all__ = [
     "MAX_LISTED_REJECTIONS",
@@ -489,7 +489,13 @@ def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[
     facts = [f for f in memory.facts if f.status == "active"]
     if len(facts) <= max_facts:
         return facts
-    from .selection import FactIndex, SelectionParams, SelectionQuery, rank, score_facts
+    from deermem_middleware.retrieval.selector import (
+        FactIndex,
+        SelectionParams,
+        SelectionQuery,
+        rank,
+        score_facts,
+    )
 
     index = FactIndex(facts)
     query = SelectionQuery("\n".join(t.text for t in turns))
@@ -540,7 +546,7 @@ def render_extraction_messages(
 
     ``facts``: the facts to show (default: :func:`prompt_facts`).
     """
-    from .prompts import load_prompt, render_prompt
+    from deermem_middleware.extraction.prompts import load_prompt, render_prompt
 
     if facts is None:
         facts = prompt_facts(memory, turns, max_prompt_facts)

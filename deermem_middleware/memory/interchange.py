@@ -15,9 +15,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from .apply import MAX_WATERMARKS
-from .facts import trim_facts
-from .schema import MAX_FACT_CHARS, MAX_SUMMARY_CHARS, SECTION_FIELDS, USER_FIELDS, Fact, Memory
+from deermem_middleware.memory.apply import MAX_WATERMARKS
+from deermem_middleware.memory.document import (
+    MAX_FACT_CHARS,
+    MAX_SUMMARY_CHARS,
+    SECTION_FIELDS,
+    USER_FIELDS,
+    Fact,
+    Memory,
+)
+from deermem_middleware.memory.facts import trim_facts
 
 __all__ = ["MAX_CATEGORY_CHARS", "CapReport", "cap_document", "cap_text", "invalid_text"]
 

@@ -1,0 +1,11 @@
+"""The memory document and its algebra: pure functions, the clock and ids passed in.
+
+- ``document``: the stored document (profile sections, facts, watermarks) and the LLM's update;
+- ``conversation``: which turns of a conversation memory may see;
+- ``sections``: the six summary fields, applied from an update;
+- ``facts``: add, reinforce, supersede, remove, expire, trim;
+- ``decay``: how facts age (rank, never membership);
+- ``time``: dates of events, relative dates, what questions say about time;
+- ``apply``: one whole update applied to a document (the one entry point);
+- ``interchange``: documents that come from outside, held to the same caps.
+"""
