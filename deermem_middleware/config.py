@@ -216,7 +216,8 @@ class MemoryConfig(BaseModel):
     flush_on_exit_seconds: float | None = Field(default=10.0, ge=0)
     """Bounded flush of pending updates at interpreter exit (None: do not flush)."""
     journal: bool = True
-    """Record pending captures durably (replayed after a crash; see :mod:`.journal`)."""
+    """Record pending captures durably (replayed after a crash; see
+    :mod:`deermem_middleware.storage.journal`)."""
     journal_fsync: bool = False
     """``fsync`` each journal entry: survives power loss, not only a killed process (slower)."""
     retry_base_seconds: float = Field(default=2.0, gt=0)

@@ -16,10 +16,10 @@ This module is the one place that talks to a person: it prints, where the librar
 mistake in what the person typed (an unknown fact id, an unreadable import file, a bad config)
 is one line on stderr and exit status 2, never a traceback.
 
-The command builds a private :class:`~.runtime.MemoryService` from the config with memory
-*disabled*: a tool must neither capture conversations nor replay the pending captures that stopped
-agent processes left in the journal (that would run extractions here and race the command's own
-writes).
+The command builds a private :class:`~deermem_middleware.runtime.MemoryService` from the config with
+memory *disabled*: a tool must neither capture conversations nor replay the pending captures that
+stopped agent processes left in the journal (that would run extractions here and race the command's
+own writes).
 """
 
 from __future__ import annotations

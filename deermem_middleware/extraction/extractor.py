@@ -1,4 +1,5 @@
-"""LLM extraction: memory + new turns -> a validated :class:`~.schema.MemoryUpdate`.
+"""LLM extraction: memory + new turns -> a validated
+:class:`~deermem_middleware.memory.document.MemoryUpdate`.
 
 Works with any LangChain ``BaseChatModel``:
 

@@ -1,17 +1,18 @@
 """Rendering what the model is told about the user before a call.
 
-The profile (six summaries) goes in first, then the facts chosen by :mod:`.selection` in their
-order of relevance. Each fact line carries a compact date (``show_dates``) so "when did I…?" and
-"what am I doing now?" can be answered from the block: the date of the event when the fact knows
-it (``- [context | 0.90 | 2023-05-07] …``), else the day it was noted
-(``- [context | 0.90 | noted 2023-05-08] …``). That costs about 3–5 tokens per fact (measured in
-``benchmarks/locomo_lifecycle.py``).
+The profile (six summaries) goes in first, then the facts chosen by
+:mod:`deermem_middleware.retrieval.selector` in their order of relevance. Each fact line carries a
+compact date (``show_dates``) so "when did I…?" and "what am I doing now?" can be answered from the
+block: the date of the event when the fact knows it (``- [context | 0.90 | 2023-05-07] …``), else
+the day it was noted (``- [context | 0.90 | noted 2023-05-08] …``). That costs about 3–5 tokens per
+fact (measured in ``benchmarks/locomo_lifecycle.py``).
 
 Rendering treats memory as *data*: every piece of remembered text is escaped so that it cannot
 close the ``<memory>`` block, open a fake one, or start a line that poses as system text; control
 characters are dropped. The block is built within ``max_injection_tokens``.
 
-On top of escaping, each fact and summary is classified by :mod:`.safety`:
+On top of escaping, each fact and summary is classified by
+:mod:`deermem_middleware.injection.safety`:
 
 - *injection* text (it tries to steer the assistant or forge prompt structure) is never rendered —
   it stays in the stored document untouched, is logged once at WARNING, and the block says only

@@ -10,7 +10,8 @@ voice in every later conversation. :func:`classify_memory_text` sorts a piece of
   ("you are now …", "act as …"), "new instructions:", system-prompt extraction, chat-template or
   ``<memory>``/``<system>`` tags, role prefixes ("System:", "Assistant:") at the start of a line,
   "developer mode"/"jailbreak" aimed at the assistant — in English, Chinese, Spanish, French,
-  German, Russian and Japanese. Injection text is never injected (see :mod:`.injection`).
+  German, Russian and Japanese. Injection text is never injected (see
+  :mod:`deermem_middleware.injection.render`).
 - ``"directive"``: imperative text addressed to the assistant that can be a legitimate preference
   ("always reply in French", "never mention my ex", "you must …", "from now on …", "请始终用中文
   回答"). It is injected as a quoted statement of the user, not as an order.

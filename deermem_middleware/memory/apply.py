@@ -7,7 +7,7 @@ document — so a concurrent writer's work is kept and ours is re-applied on top
 Transient facts whose ``validUntil`` passed are archived here too, on every update (and, with the
 opt-in ``archive_floor``, facts that decayed below it): the document is only rewritten when a
 conversation produced an update, so that is when time catches up with it (readers that need decay
-between updates use :func:`~.lifecycle.effective_confidence`).
+between updates use :func:`~deermem_middleware.memory.decay.effective_confidence`).
 """
 
 from __future__ import annotations
@@ -107,11 +107,12 @@ def apply_update(
 ) -> tuple[Memory, ApplyReport]:
     """Sections first, then facts; ``lastUpdated`` moves only when something changed.
 
-    ``half_lives`` (days per category, over :data:`~.lifecycle.DEFAULT_HALF_LIVES`),
-    ``default_half_life_days`` and ``archive_floor`` drive the opt-in archiving by decay (None
-    or 0, the default: nothing is archived for its age); ``near_duplicate_threshold`` when a new
-    fact reinforces a known one (see :mod:`.facts`); ``said_at`` when the user said it (relative
-    dates in new facts resolve against it; default ``now``).
+    ``half_lives`` (days per category, over
+    :data:`~deermem_middleware.memory.decay.DEFAULT_HALF_LIVES`), ``default_half_life_days`` and
+    ``archive_floor`` drive the opt-in archiving by decay (None or 0, the default: nothing is
+    archived for its age); ``near_duplicate_threshold`` when a new fact reinforces a known one (see
+    :mod:`deermem_middleware.memory.facts`); ``said_at`` when the user said it (relative dates in
+    new facts resolve against it; default ``now``).
     """
     report = ApplyReport()
     memory, report.sections = apply_sections(memory, update, now=now)

@@ -16,7 +16,8 @@ membership:
 - **expiry** archives only facts that are transient by nature: a fact whose ``validUntil`` (the
   extraction sets it for "this week"-like facts) has passed;
 - **archiving by decay** (``archive_floor``) is opt-in: off by default;
-- **capacity** (``max_facts``) is enforced by :func:`~.facts.trim_facts`, by value, not by age.
+- **capacity** (``max_facts``) is enforced by :func:`~deermem_middleware.memory.facts.trim_facts`,
+  by value, not by age.
 
 Half-lives by category (days), chosen from how fast each kind of fact goes stale:
 

@@ -13,16 +13,17 @@ Rules, in the order they apply:
 4. ``supersedes`` on a new fact marks the facts it replaces (the user changed something) as
    ``superseded`` with ``supersededBy`` = the new fact's id; they stay in the document as an audit
    trail. Unknown ids are ignored and reported.
-5. Transient facts whose ``validUntil`` has passed are archived (:mod:`.lifecycle`); with the
-   opt-in ``archive_floor``, so are facts whose decayed confidence fell below it.
+5. Transient facts whose ``validUntil`` has passed are archived
+   (:mod:`deermem_middleware.memory.decay`); with the opt-in ``archive_floor``, so are facts whose
+   decayed confidence fell below it.
 6. Over ``max_facts``, the facts of least value are deleted (:func:`trim_facts`): superseded
    first, then archived, then active ones by confidence, never injected before injected, never
    confirmed before confirmed, least recently used first.
 
 Time: a new fact keeps the ``eventAt`` the extraction gave it; without one, a relative date in its
 text ("yesterday", "last month", "去年") is resolved against when the user said it
-(:func:`~.dates.resolve_relative_date`), so "went hiking last weekend" still knows its weekend a
-year later.
+(:func:`~deermem_middleware.memory.time.resolve_relative_date`), so "went hiking last weekend" still
+knows its weekend a year later.
 
 Facts written by a person (``manual``) are never changed by extraction: removals and supersedes
 naming them are ignored, a near-duplicate of one is dropped instead of reinforcing it, and trimming

@@ -106,8 +106,9 @@ def _capped_fact(fact: Fact, report: CapReport) -> Fact:
 
 def cap_document(memory: Memory, *, max_facts: int) -> tuple[Memory, CapReport]:
     """``memory`` within the caps extracted data has: fact and summary lengths, valid text,
-    ``max_facts`` (the least valuable facts go, as :func:`~.facts.trim_facts` decides) and the
-    number of thread watermarks. Returns the capped document and what was cut."""
+    ``max_facts`` (the least valuable facts go, as
+    :func:`~deermem_middleware.memory.facts.trim_facts` decides) and the number of thread
+    watermarks. Returns the capped document and what was cut."""
     report = CapReport()
     facts = [_capped_fact(f, report) for f in memory.facts]
     kept, dropped = trim_facts(facts, max_facts)

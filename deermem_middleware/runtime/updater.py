@@ -159,8 +159,8 @@ class MemoryUpdater:
 
         Failures are told apart for the caller: the extraction model's own errors propagate as
         they are; anything that goes wrong loading or saving the document is a
-        :class:`~.storage.base.StorageError` — :class:`SaveFailed` once the update is extracted,
-        carrying it, so a retry saves without calling the model again.
+        :class:`~deermem_middleware.storage.base.StorageError` — :class:`SaveFailed` once the update
+        is extracted, carrying it, so a retry saves without calling the model again.
         """
         if job.extracted is not None:
             try:

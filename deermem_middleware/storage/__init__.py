@@ -1,4 +1,5 @@
-"""Storage backends for memory documents (see :mod:`.base` for the contract)."""
+"""Storage backends for memory documents (see :mod:`deermem_middleware.storage.base` for the
+contract)."""
 
 from deermem_middleware.storage.base import (
     DEFAULT_AGENT,

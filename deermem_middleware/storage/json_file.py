@@ -280,7 +280,8 @@ class JSONFileStorage(MemoryStorage):
             return self._store_locked(scope, path, memory, revision + 1)
 
     def journal(self, *, fsync: bool = False) -> PendingJournal:
-        """One file per pending thread under ``<root>/pending`` (see :mod:`..journal`)."""
+        """One file per pending thread under ``<root>/pending`` (see
+        :mod:`deermem_middleware.storage.journal`)."""
         from deermem_middleware.storage.journal import FileJournal
 
         return FileJournal(self.root / "pending", fsync=fsync)

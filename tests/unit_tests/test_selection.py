@@ -19,6 +19,7 @@ from deermem_middleware.config import ConfigError, EmbeddingsConfig, MemoryConfi
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Fact, Memory, utc_now_iso
 from deermem_middleware.retrieval import embeddings as embeddings_module
+from deermem_middleware.retrieval import lexical
 from deermem_middleware.retrieval import selector as selection
 from deermem_middleware.retrieval.embeddings import (
     EmbeddingStore,
@@ -260,7 +261,7 @@ def test_char_ngram_scores_are_cosines(texts: list[str], query: str) -> None:
 
 
 def test_new_revision_reanalyses_only_new_facts(monkeypatch: pytest.MonkeyPatch) -> None:
-    analyzer = selection._Analyzer()
+    analyzer = lexical._Analyzer()
     seen: list[int] = []
     real = analyzer._vectorizer.transform
 

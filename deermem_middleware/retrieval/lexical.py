@@ -1,0 +1,185 @@
+"""The lexical channel of fact selection: TF-IDF over character n-grams (and CJK characters).
+
+Matching word forms matters more than the ranking function (measured on LoCoMo: BM25 parameters
+change nothing, character 3–5-grams within words add ~6.5 points over word tokens), and scripts
+without spaces need characters: a word tokenizer scores "喝茶" 0 against "用户喜欢喝茶". Per-text
+n-grams are hashed and cached, so a memory revision that adds a few facts analyses only those;
+the index is stored column-major so a query reads only its own n-grams' columns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
+
+__all__ = ["CharNgramIndex", "WordTfidfIndex", "analyze_text"]
+
+_N_FEATURES = 1 << 22  # hashed n-gram space; collisions are negligible at this size
+
+
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+_CHAR_WB = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5)).build_analyzer()
+
+
+def analyze_text(text: str) -> list[str]:
+    """The terms of a text: ``char_wb`` 3–5-grams, plus single characters and pairs inside runs
+    of Chinese, Japanese or Korean script, where words are one or two characters long ("我养的猫"
+    and "用户养了一只猫" share no 3-gram, but share 养 and 猫)."""
+    terms: list[str] = _CHAR_WB(text)
+    for run in _CJK_RUN.findall(text):
+        terms.extend("\x01" + ch for ch in run)
+        terms.extend("\x01" + run[i : i + 2] for i in range(len(run) - 1))
+    return terms
+
+
+class _Analyzer:
+    """:func:`analyze_text` terms, hashed; per-text results cached (LRU)."""
+
+    def __init__(self, max_texts: int = 100_000) -> None:
+        self._vectorizer = HashingVectorizer(
+            analyzer=analyze_text,
+            alternate_sign=False,
+            norm=None,
+            n_features=_N_FEATURES,
+            dtype=np.float64,
+        )
+        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._max_texts = max_texts
+        self._lock = threading.Lock()
+
+    def transform(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(feature ids, sublinear tf) per text; only texts not seen before are analysed."""
+        results: list[tuple[np.ndarray, np.ndarray] | None] = []
+        todo: dict[str, list[int]] = {}
+        with self._lock:
+            for i, text in enumerate(texts):
+                hit = self._cache.get(text)
+                if hit is not None:
+                    self._cache.move_to_end(text)
+                else:
+                    todo.setdefault(text, []).append(i)
+                results.append(hit)
+        if todo:
+            fresh = list(todo)
+            matrix = self._vectorizer.transform(fresh).tocsr()
+            matrix.sort_indices()
+            computed: list[tuple[np.ndarray, np.ndarray]] = []
+            for row in range(len(fresh)):
+                lo, hi = matrix.indptr[row], matrix.indptr[row + 1]
+                ids = matrix.indices[lo:hi].astype(np.int64)
+                tf = 1.0 + np.log(matrix.data[lo:hi])  # sublinear tf, as sklearn's
+                computed.append((ids, tf))
+            with self._lock:
+                for text, value in zip(fresh, computed, strict=True):
+                    for i in todo[text]:
+                        results[i] = value
+                    self._cache[text] = value
+                while len(self._cache) > self._max_texts:
+                    self._cache.popitem(last=False)
+        return results  # type: ignore[return-value]
+
+
+_ANALYZER = _Analyzer()
+
+
+class CharNgramIndex:
+    """TF-IDF (smooth idf, sublinear tf, L2 rows) over hashed :func:`analyze_text` terms.
+
+    For text without CJK characters, the same weighting as scikit-learn's
+    ``TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True)``, built from
+    cached per-text terms, stored column-major so a query reads only its own terms' columns.
+    """
+
+    def __init__(self, texts: Sequence[str], analyzer: _Analyzer | None = None) -> None:
+        self._analyzer = analyzer or _ANALYZER
+        self.size = len(texts)
+        rows = self._analyzer.transform(texts) if texts else []
+        lengths = np.fromiter((len(ids) for ids, _ in rows), dtype=np.int64, count=len(rows))
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        if not rows or indptr[-1] == 0:
+            self._vocab = np.zeros(0, dtype=np.int64)
+            self._idf = np.zeros(0)
+            self._matrix: Any = None
+            return
+        ids = np.concatenate([r[0] for r in rows])
+        tf = np.concatenate([r[1] for r in rows])
+        # compact the hashed ids to the columns in use; a lookup table is ~20× faster than
+        # np.unique's sort on the ~150 n-grams × facts of a large memory
+        present = np.zeros(_N_FEATURES, dtype=bool)
+        present[ids] = True
+        self._vocab = np.flatnonzero(present)
+        remap = np.empty(_N_FEATURES, dtype=np.int32)
+        remap[self._vocab] = np.arange(len(self._vocab), dtype=np.int32)
+        columns = remap[ids]
+        df = np.bincount(columns, minlength=len(self._vocab))
+        self._idf = np.log((1.0 + self.size) / (1.0 + df)) + 1.0
+        weights = tf * self._idf[columns]
+        row_of = np.repeat(np.arange(self.size), lengths)
+        norms = np.sqrt(np.bincount(row_of, weights=weights * weights, minlength=self.size))
+        weights /= norms[row_of]
+        csr = sparse.csr_matrix((weights, columns, indptr), shape=(self.size, len(self._vocab)))
+        self._matrix = csr.tocsc()
+
+    def pairwise(self, texts: Sequence[str]) -> np.ndarray:
+        """Cosine similarities between ``texts`` (weighted with this index's idf; terms the
+        index does not know are left out). For a handful of picks, not the whole memory."""
+        n = len(texts)
+        out = np.zeros((n, n))
+        if self._matrix is None or n == 0:
+            return out
+        rows = []
+        for ids, tf in self._analyzer.transform(list(texts)):
+            positions = np.minimum(np.searchsorted(self._vocab, ids), len(self._vocab) - 1)
+            known = self._vocab[positions] == ids
+            weights = np.zeros(len(self._vocab))
+            np.add.at(weights, positions[known], tf[known] * self._idf[positions[known]])
+            norm = math.sqrt(float(weights @ weights))
+            rows.append(weights / norm if norm > 0 else weights)
+        matrix = np.vstack(rows)
+        return matrix @ matrix.T
+
+    def scores(self, query: str) -> np.ndarray:
+        """Cosine similarity of ``query`` to every text, in [0, 1]."""
+        if self._matrix is None or not query.strip():
+            return np.zeros(self.size)
+        ids, tf = self._analyzer.transform([query])[0]
+        positions = np.searchsorted(self._vocab, ids)
+        positions = np.minimum(positions, len(self._vocab) - 1)
+        known = self._vocab[positions] == ids
+        if not known.any():
+            return np.zeros(self.size)
+        columns = positions[known]
+        weights = tf[known] * self._idf[columns]
+        weights /= math.sqrt(float(weights @ weights))
+        return np.asarray(self._matrix[:, columns] @ weights).ravel()
+
+
+class WordTfidfIndex:
+    """The seed's index: scikit-learn ``TfidfVectorizer()`` defaults (word tokens)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.size = len(texts)
+        self._vectorizer: TfidfVectorizer | None = None
+        self._matrix: Any = None
+        if texts:
+            vectorizer = TfidfVectorizer()
+            try:
+                self._matrix = vectorizer.fit_transform(texts).tocsr()
+                self._vectorizer = vectorizer
+            except ValueError:  # empty vocabulary
+                self._matrix = None
+
+    def scores(self, query: str) -> np.ndarray:
+        if self._vectorizer is None or not query.strip():
+            return np.zeros(self.size)
+        vector = self._vectorizer.transform([query])
+        return np.asarray((self._matrix @ vector.T).todense()).ravel()

@@ -1,0 +1,460 @@
+"""Scoring facts for a query (pure: no I/O, no model calls): relevance, confidence, recency and
+the time route, and the ranking.
+
+See :mod:`deermem_middleware.retrieval.selector` for why the score is what it is (measured).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.decay import effective_confidence, last_confirmed
+from deermem_middleware.memory.document import Fact
+from deermem_middleware.memory.time import (
+    TimeIntent,
+    epoch_seconds,
+    event_date_range,
+    query_time_intent,
+)
+from deermem_middleware.retrieval.lexical import CharNgramIndex, WordTfidfIndex
+
+__all__ = [
+    "FactIndex",
+    "Method",
+    "ScoredFact",
+    "SelectionParams",
+    "SelectionQuery",
+    "minmax",
+    "newer_competitors_first",
+    "rank",
+    "score_facts",
+    "score_parts",
+    "time_bonus",
+]
+
+Method = Literal["deermem", "seed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredFact:
+    fact: Fact
+    score: float
+    relevance: float
+    lexical: float = 0.0
+    semantic: float | None = None
+    recency: float = 0.0
+    """The recency part's input (1 = newest fact), before ``recency_weight``."""
+    confidence: float | None = None
+    """The confidence the score used: the stored one decayed by age since last used."""
+    time: float = 0.0
+    """The time route's bonus in [0, 1], before ``time_weight`` (0 when the query is not about
+    time)."""
+    after: str | None = None
+    """For a question about the present: the id of the newer, competing pick this fact was
+    placed after (:func:`newer_competitors_first`); None otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionParams:
+    """The knobs of the score (see the module docstring for why these defaults)."""
+
+    method: Method = "deermem"
+    top_k: int = 15
+    relevance_weight: float = 1.0
+    confidence_weight: float = 0.05
+    context_weight: float = 0.15
+    lexical_weight: float = 0.3
+    query_turns: int = 3
+    recency_weight: float = 0.02
+    """A small bonus for recently learnt or confirmed facts: 1 for the newest, halving every
+    ``recency_half_life_days`` before it (ages relative to the newest fact, not the wall clock,
+    so a memory that was not used for a while does not fade as a whole)."""
+    recency_half_life_days: float = 90.0
+    time_weight: float = 0.3
+    """Weight of the time route's bonus (see the module docstring); 0 turns the route off."""
+    time_half_life_days: float = 90.0
+    """For "now"/"currently" questions: how fast the recency bonus halves before the newest
+    fact."""
+    when_bonus: float = 0.5
+    """For "when…" questions: the bonus (before ``time_weight``) of a fact that knows the date
+    of its event."""
+    current_bonus: float = 0.5
+    """For "now"/"currently" questions: the bonus (before ``time_weight``) of the newest fact
+    (older facts get less, by ``time_half_life_days``)."""
+    competitors: int = 3
+    """For "now"/"currently" questions: a pick that is one of the ``competitors`` most similar
+    picks of a newer pick (or has it among its own) is placed after it; 0 turns this off."""
+
+    @classmethod
+    def seed(cls, top_k: int = 15, query_turns: int = 3) -> SelectionParams:
+        """The seed's formula: 0.6 × TF-IDF cosine to the turns concatenated + 0.4 × conf."""
+        return cls(
+            method="seed",
+            top_k=top_k,
+            relevance_weight=0.6,
+            confidence_weight=0.4,
+            query_turns=query_turns,
+            recency_weight=0.0,
+            time_weight=0.0,
+        )
+
+    @classmethod
+    def from_config(cls, config: Any) -> SelectionParams:
+        """From a :class:`~deermem_middleware.config.MemoryConfig` (``None`` weights: method's)."""
+        base = cls.seed() if config.selection == "seed" else cls()
+        return cls(
+            method=config.selection,
+            top_k=config.top_k,
+            relevance_weight=(
+                base.relevance_weight
+                if config.relevance_weight is None
+                else config.relevance_weight
+            ),
+            confidence_weight=(
+                base.confidence_weight
+                if config.confidence_weight is None
+                else config.confidence_weight
+            ),
+            context_weight=config.context_weight,
+            lexical_weight=config.lexical_weight,
+            query_turns=config.query_turns,
+            recency_weight=config.recency_weight,
+            time_weight=config.time_weight if config.selection == "deermem" else 0.0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionQuery:
+    """What the selection looks for: the newest user message, and the turns just before it."""
+
+    primary: str
+    context: str = ""
+
+    @classmethod
+    def from_turns(cls, turns: Sequence[Turn], query_turns: int = 3) -> SelectionQuery:
+        """``primary`` = the newest user turn; ``context`` = up to ``query_turns - 1`` turns
+        before it (oldest first). Without a user turn, the newest turn is primary."""
+        if not turns:
+            return cls("")
+        position = len(turns) - 1
+        for i in range(len(turns) - 1, -1, -1):
+            if turns[i].role == "user":
+                position = i
+                break
+        start = max(0, position - max(0, query_turns - 1))
+        context = "\n".join(t.text for t in turns[start:position])
+        return cls(turns[position].text, context)
+
+    @property
+    def concatenated(self) -> str:
+        """The seed's query: every turn joined (oldest first)."""
+        return f"{self.context}\n{self.primary}" if self.context else self.primary
+
+
+class FactIndex:
+    """Everything selection needs about one list of facts (one memory revision)."""
+
+    def __init__(
+        self,
+        facts: Sequence[Fact],
+        method: Method = "deermem",
+        *,
+        now: datetime | None = None,
+        half_lives: Mapping[str, float] | None = None,
+    ) -> None:
+        self.facts: tuple[Fact, ...] = tuple(facts)
+        self.method: Method = method
+        texts = [f.content for f in self.facts]
+        self.lexical: CharNgramIndex | WordTfidfIndex = (
+            WordTfidfIndex(texts) if method == "seed" else CharNgramIndex(texts)
+        )
+        if now is None or method == "seed":
+            confidences = [f.confidence for f in self.facts]
+        else:  # unused facts fade (per-category half-life): lower in rank, never out
+            confidences = [effective_confidence(f, now, half_lives) for f in self.facts]
+        self.confidence = np.array(confidences, dtype=np.float64)
+        self.dense: np.ndarray | None = None
+        """Unit vectors of the facts (rows), once every fact has one; None: lexical only."""
+        confirmed = [last_confirmed(f) for f in self.facts]
+        self.confirmed = np.array(
+            [math.nan if m is None else m.timestamp() for m in confirmed], dtype=np.float64
+        )
+        """Per fact, seconds since the epoch of its last confirmation (NaN: no usable date)."""
+        self._recency: np.ndarray | None = None
+        self._recency_values: dict[float, np.ndarray] = {}
+        self._dates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def recency(self, half_life_days: float) -> np.ndarray:
+        """Per fact 0.5 ** (days before the newest fact / half-life), from the last time it was
+        confirmed (or learnt); facts without a readable date count as old: 0."""
+        cached = self._recency_values.get(half_life_days)
+        if cached is not None:
+            return cached
+        values = np.zeros(len(self.facts))
+        known = ~np.isnan(self.confirmed)
+        if known.any() and half_life_days > 0:
+            newest = float(self.confirmed[known].max())
+            age_days = np.maximum(0.0, newest - self.confirmed[known]) / 86400.0
+            values[known] = 0.5 ** (age_days / half_life_days)
+        self._recency_values[half_life_days] = values
+        return values
+
+    @property
+    def recency_rank(self) -> np.ndarray:
+        """Per fact, its place when sorted newest first (breaks ties in score)."""
+        if self._recency is None:
+            stamps = np.nan_to_num(self.confirmed, nan=-math.inf)
+            order = np.argsort(-stamps, kind="stable")
+            ranks = np.empty(len(order), dtype=np.int64)
+            ranks[order] = np.arange(len(order))
+            self._recency = ranks
+        return self._recency
+
+    def dates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per fact (event start, event end, learnt), seconds since the epoch; NaN when unknown.
+        The event range comes from ``eventAt`` (a day, week, month or year), learnt from
+        ``createdAt``."""
+        if self._dates is None:
+            n = len(self.facts)
+            start = np.full(n, math.nan)
+            end = np.full(n, math.nan)
+            learnt = np.full(n, math.nan)
+            for i, fact in enumerate(self.facts):
+                period = event_date_range(fact.eventAt)
+                if period is not None:
+                    start[i], end[i] = period[0].timestamp(), period[1].timestamp()
+                moment = epoch_seconds(fact.createdAt)
+                if moment is not None:
+                    learnt[i] = moment
+            self._dates = (start, end, learnt)
+        return self._dates
+
+
+def _about_the_present(intent: TimeIntent) -> bool:
+    """A question about the present: "now", "currently"… with no period named ("what was I
+    currently reading in May 2023?" is about May 2023, not about today)."""
+    return intent.current and intent.period is None
+
+
+_PERIOD_GRACE_SECONDS = 7 * 86400.0
+"""A fact learnt up to a week after a period, without an event date of its own, may still be
+about it ("what did I do last weekend?" — told on Monday)."""
+
+
+def time_bonus(index: FactIndex, intent: TimeIntent, params: SelectionParams) -> np.ndarray:
+    """The time route's per-fact bonus in [0, 1] for a question's :class:`TimeIntent` (pure).
+
+    - a named period: 1 for facts whose event range overlaps it; for facts without an event
+      date, 0.8 when learnt inside it and 0.4 when learnt within a week after it;
+    - "now"/"currently" (with no period named): ``current_bonus`` × the recency of the fact's
+      last confirmation (1 for the newest fact, halving every ``time_half_life_days`` before it);
+    - "when…": ``when_bonus`` for facts that know their event date.
+
+    The parts combine by maximum: a fact is not rewarded twice for one question.
+    """
+    n = len(index)
+    bonus = np.zeros(n)
+    if not n or not intent.any:
+        return bonus
+    start, end, learnt = index.dates()
+    dated = ~np.isnan(start)
+    if intent.period is not None:
+        low, high = intent.period[0].timestamp(), intent.period[1].timestamp()
+        overlaps = dated & (start < high) & (end > low)
+        undated = ~dated & ~np.isnan(learnt)
+        inside = undated & (learnt >= low) & (learnt < high)
+        after = undated & (learnt >= high) & (learnt < high + _PERIOD_GRACE_SECONDS)
+        bonus = np.maximum(bonus, np.where(overlaps, 1.0, 0.0))
+        bonus = np.maximum(bonus, np.where(inside, 0.8, np.where(after, 0.4, 0.0)))
+    if _about_the_present(intent) and params.current_bonus > 0:
+        bonus = np.maximum(bonus, params.current_bonus * index.recency(params.time_half_life_days))
+    if intent.asks_when and params.when_bonus > 0:
+        bonus = np.maximum(bonus, np.where(dated, params.when_bonus, 0.0))
+    return bonus
+
+
+def newer_competitors_first(
+    order: Sequence[int],
+    similarity: np.ndarray,
+    confirmed: np.ndarray,
+    neighbours: int,
+    relevance: np.ndarray | None = None,
+    min_share: float = 0.3,
+) -> tuple[list[int], dict[int, int]]:
+    """Reorder ranked picks so that no fact stays above a newer fact it competes with (pure).
+
+    Two picks *compete* when either is among the other's ``neighbours`` most similar picks
+    (``similarity`` is the picks' pairwise similarity, in ``order``'s order; a similarity of 0
+    or less never counts) and both are relevant to the question (``relevance`` at least
+    ``min_share`` of the best pick's): they are most likely two statements of the same thing —
+    a city, an employer — made at different times. When the extraction did not link the change
+    (``supersedes``), both stay active, and for a question about the present the newer one must
+    come first. Neighbour *ranks* decide rather than a similarity threshold, so the rule holds
+    for any embedding model and for the lexical channel alike.
+
+    Facts are visited newest first (by ``confirmed``, seconds; NaN: oldest); an older fact that
+    ranks at or above a newer competitor is placed right after it. Only the picks' order
+    changes, never which facts are picked. Returns (new order, {moved fact: the fact it now
+    follows}).
+    """
+    n = len(order)
+    if n < 2 or neighbours <= 0:
+        return list(order), {}
+    sims = np.array(similarity, dtype=np.float64, copy=True)
+    np.fill_diagonal(sims, -np.inf)
+    k = min(neighbours, n - 1)
+    nearest = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    close = np.zeros((n, n), dtype=bool)
+    rows = np.repeat(np.arange(n), k)
+    close[rows, nearest.ravel()] = sims[rows, nearest.ravel()] > 0
+    if relevance is not None:
+        values = np.asarray(relevance, dtype=np.float64)
+        top = float(values.max()) if len(values) else 0.0
+        taking_part = (values > 0) & (values >= min_share * top)
+        close &= taking_part[:, None] & taking_part[None, :]
+    close |= close.T
+    stamps = np.nan_to_num(np.asarray(confirmed, dtype=np.float64), nan=-math.inf)
+    # a position-based score: the original order, with room to insert after any pick
+    score = -np.arange(n, dtype=np.float64)
+    moved: dict[int, int] = {}
+    by_age = sorted(range(n), key=lambda a: (-stamps[a], a))
+    for rank_a, a in enumerate(by_age):
+        for b in by_age[:rank_a]:
+            if close[a, b] and stamps[b] > stamps[a] and score[a] >= score[b]:
+                score[a] = score[b] - 1e-6 * (1 + a)
+                moved[order[a]] = order[b]
+    ranked = sorted(range(n), key=lambda a: -score[a])
+    return [order[a] for a in ranked], moved
+
+
+_NO_INTENT = TimeIntent()
+
+
+@lru_cache(maxsize=1024)
+def _cached_intent(text: str, day: datetime) -> TimeIntent:
+    """:func:`~deermem_middleware.memory.time.query_time_intent` per (message, day): tool loops and
+    retries send the same message several times, and periods only depend on the day."""
+    return query_time_intent(text, day)
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Scale to [0, 1] (all zeros when the values are constant)."""
+    if not len(values):
+        return values
+    low = float(values.min())
+    span = float(values.max()) - low
+    if span <= 1e-12:
+        return np.zeros_like(values)
+    return (values - low) / span
+
+
+def _fused(lexical: np.ndarray, semantic: np.ndarray | None, lexical_weight: float) -> np.ndarray:
+    if semantic is None:
+        return lexical
+    return lexical_weight * minmax(lexical) + (1.0 - lexical_weight) * minmax(semantic)
+
+
+def score_facts(
+    index: FactIndex,
+    query: SelectionQuery,
+    params: SelectionParams,
+    *,
+    primary_vector: np.ndarray | None = None,
+    context_vector: np.ndarray | None = None,
+    now: datetime | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(score, relevance, lexical, semantic) per fact. Pure: no I/O, no model calls.
+
+    The vectors are the embeddings of ``query.primary`` / ``query.context``; they are used only
+    when the index has fact vectors (``index.dense``). ``now`` resolves the periods a question
+    names ("last month"); without it only "now"/"when" questions use the time route.
+    :func:`score_parts` also returns the time route's part.
+    """
+    return score_parts(
+        index,
+        query,
+        params,
+        primary_vector=primary_vector,
+        context_vector=context_vector,
+        now=now,
+    )[:4]
+
+
+def score_parts(
+    index: FactIndex,
+    query: SelectionQuery,
+    params: SelectionParams,
+    *,
+    primary_vector: np.ndarray | None = None,
+    context_vector: np.ndarray | None = None,
+    now: datetime | None = None,
+    intent: TimeIntent | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """:func:`score_facts` plus the time route's bonus per fact (before ``time_weight``).
+
+    ``intent``: the question's :class:`TimeIntent` when the caller has it (else it is read from
+    ``query.primary`` against ``now``)."""
+    n = len(index)
+    if params.method == "seed":
+        lexical = index.lexical.scores(query.concatenated)
+        return (
+            params.relevance_weight * lexical + params.confidence_weight * index.confidence,
+            lexical,
+            lexical,
+            None,
+            np.zeros(n),
+        )
+    dense = index.dense if primary_vector is not None else None
+    lexical = index.lexical.scores(query.primary)
+    semantic = dense @ primary_vector if dense is not None else None
+    relevance = _fused(lexical, semantic, params.lexical_weight)
+    if query.context.strip() and params.context_weight > 0 and n:
+        ctx_lexical = index.lexical.scores(query.context)
+        ctx_semantic = (
+            dense @ context_vector if dense is not None and context_vector is not None else None
+        )
+        ctx = _fused(ctx_lexical, ctx_semantic, params.lexical_weight)
+        top = float(ctx.max())
+        if top > 0:
+            relevance = relevance + params.context_weight * ctx / top
+    score = params.relevance_weight * relevance + params.confidence_weight * index.confidence
+    if params.recency_weight > 0 and n:
+        score = score + params.recency_weight * index.recency(params.recency_half_life_days)
+    bonus = np.zeros(n)
+    if params.time_weight > 0 and n:
+        if intent is None and now is not None:
+            intent = query_time_intent(query.primary, now)
+        elif intent is None:  # no clock: only the parts that need none
+            seen = query_time_intent(query.primary, datetime.now(UTC))
+            intent = TimeIntent(asks_when=seen.asks_when, current=seen.current)
+        bonus = time_bonus(index, intent, params)
+        score = score + params.time_weight * bonus
+    return score, relevance, lexical, semantic, bonus
+
+
+def rank(index: FactIndex, scores: np.ndarray, top_k: int) -> list[int]:
+    """Positions of the ``top_k`` best scores, best first; equal scores: newer first."""
+    n = len(scores)
+    if top_k <= 0 or n == 0:
+        return []
+    k = min(top_k, n)
+    # only the k best are sorted (argpartition is O(n)); the cut keeps every tie of the k-th
+    if k < n:
+        kth = np.partition(-scores, k - 1)[k - 1]
+        candidates = np.flatnonzero(-scores <= kth)
+    else:
+        candidates = np.arange(n)
+    recency_rank = index.recency_rank
+    order = sorted(candidates.tolist(), key=lambda i: (-scores[i], recency_rank[i]))
+    return order[:k]
