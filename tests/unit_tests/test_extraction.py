@@ -732,7 +732,7 @@ def test_parse_update_broken_answers(
     logged = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "deermem_middleware.extraction.extractor" and r.levelno == logging.WARNING
+        if r.name == "deermem_middleware.extraction.parsing" and r.levelno == logging.WARNING
     ]
     for rejection in rejected:
         assert f"memory update item rejected: {rejection}" in logged

@@ -708,7 +708,7 @@ def test_hostile_answer(
     # each rejected item was logged once, with its field/index and a reason
     logged = [
         m.removeprefix(REJECTED)
-        for m in messages(caplog, "deermem_middleware.extraction.extractor", logging.WARNING)
+        for m in messages(caplog, "deermem_middleware.extraction.parsing", logging.WARNING)
         if m.startswith(REJECTED)
     ]
     assert [entry.split(": ", 1)[0] for entry in logged] == list(case.rejected)

@@ -20,7 +20,7 @@ from deermem_middleware.extraction.extractor import (
     render_extraction_messages,
     update_json_schema,
 )
-from deermem_middleware.extraction.prompts import load_prompt
+from deermem_middleware.extraction.prompt import load_prompt
 from deermem_middleware.memory.apply import apply_update
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.decay import (

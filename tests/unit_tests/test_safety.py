@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deermem_middleware.extraction.extractor import render_extraction_messages
-from deermem_middleware.extraction.prompts import load_prompt
+from deermem_middleware.extraction.prompt import load_prompt
 from deermem_middleware.injection.render import escape_memory_text, render_memory_block
 from deermem_middleware.injection.safety import (
     assess_memory_text,
