@@ -31,7 +31,7 @@ from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.config import StorageConfig
 from deermem_middleware.extraction.extractor import ExtractionResult
 from deermem_middleware.memory.conversation import Turn
-from deermem_middleware.memory.document import MemoryUpdate, NewFact
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import MemoryScope
 from deermem_middleware.storage.factory import open_storage

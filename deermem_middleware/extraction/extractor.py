@@ -1,5 +1,5 @@
 """LLM extraction: memory + new turns -> a validated
-:class:`~deermem_middleware.memory.document.MemoryUpdate`.
+:class:`~deermem_middleware.memory.update.MemoryUpdate`.
 
 Works with any LangChain ``BaseChatModel``:
 
@@ -39,10 +39,8 @@ from deermem_middleware.extraction.parsing import (
 )
 from deermem_middleware.extraction.prompt import prompt_facts, render_extraction_messages
 from deermem_middleware.memory.conversation import Turn, message_text
-from deermem_middleware.memory.document import (
-    Memory,
-    MemoryUpdate,
-)
+from deermem_middleware.memory.document import Memory
+from deermem_middleware.memory.update import MemoryUpdate
 
 __all__ = [
     "MAX_LISTED_REJECTIONS",

@@ -22,6 +22,8 @@ from deermem_middleware.memory.document import (
     MAX_FACTS_PER_UPDATE,
     MAX_REMOVALS_PER_UPDATE,
     USER_FIELDS,
+)
+from deermem_middleware.memory.update import (
     HistoryUpdate,
     MemoryUpdate,
     NewFact,

@@ -20,13 +20,13 @@ from deermem_middleware.memory.decay import DEFAULT_HALF_LIFE_DAYS
 from deermem_middleware.memory.document import (
     MAX_SEEN_TURNS,
     Memory,
-    MemoryUpdate,
     Watermark,
     new_fact_id,
     utc_now_iso,
 )
 from deermem_middleware.memory.facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
 from deermem_middleware.memory.sections import apply_sections
+from deermem_middleware.memory.update import MemoryUpdate
 
 __all__ = ["MAX_WATERMARKS", "ApplyReport", "advance_watermark", "apply_update"]
 

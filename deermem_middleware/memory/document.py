@@ -1,4 +1,5 @@
-"""The memory document and the LLM's update, as pydantic models.
+"""The stored memory document, as pydantic models (the LLM's update is in
+:mod:`deermem_middleware.memory.update`).
 
 The stored document is a strict superset of DeerFlow's v1.0 ``memory.json``: every key DeerFlow
 writes is modelled by name, and every key we do not know is kept (``extra="allow"``) so a file
@@ -6,14 +7,9 @@ written by DeerFlow, or by a newer version of this package, round-trips without 
 
 The stored models are *frozen* and hold tuples: a loaded memory can be shared by caches and
 readers without anyone mutating it behind their back (DeerFlow's cache corruption after a failed
-save came from exactly that). The pure functions in ``summaries``/``facts``/``apply`` return new
-objects instead of mutating.
-
-``MemoryUpdate`` is what the extraction LLM returns. It is *bounded*: every list and string has a
-cap, because small constrained models otherwise repeat list items until the token limit, and a
-hostile or broken output must never be able to blow up the stored document. Confidence is clamped
-by a validator rather than by ``ge``/``le`` in the JSON schema: grammar-constrained decoders ignore
-float ranges, and a strict SDK would then reject the whole answer instead of one field.
+save came from exactly that). The pure functions in ``sections``/``facts``/``apply`` return new
+objects instead of mutating. Counters are clamped and confidences coerced when a document is read:
+a hand-edited or hostile file never fails later on an out-of-range number.
 """
 
 from __future__ import annotations
@@ -36,8 +32,6 @@ from pydantic import (
     model_serializer,
 )
 
-from deermem_middleware.memory.time import normalize_event_date
-
 __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_FIELDS",
@@ -53,15 +47,10 @@ __all__ = [
     "Fact",
     "FactCategory",
     "History",
-    "HistoryUpdate",
     "Memory",
-    "MemoryUpdate",
-    "NewFact",
     "Section",
-    "SectionUpdate",
     "SourceKind",
     "UserContext",
-    "UserUpdate",
     "Watermark",
     "coerce_confidence",
     "is_invisible",
@@ -403,207 +392,3 @@ class Memory(BaseModel):
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> Memory:
         return cls.model_validate(dict(data))
-
-
-# --------------------------------------------------------------------------------------------
-# What the extraction LLM returns
-# --------------------------------------------------------------------------------------------
-
-_LLM = ConfigDict(extra="ignore")
-
-_CATEGORY_ALIASES: Final = {
-    "preferences": "preference",
-    "like": "preference",
-    "likes": "preference",
-    "fact": "knowledge",
-    "skill": "knowledge",
-    "skills": "knowledge",
-    "expertise": "knowledge",
-    "background": "context",
-    "personal": "context",
-    "work": "context",
-    "habit": "behavior",
-    "behaviour": "behavior",
-    "goals": "goal",
-    "plan": "goal",
-    "corrections": "correction",
-}
-
-
-def _category(value: Any) -> Any:
-    """Map near-miss category names onto the fixed set; unknown names become ``context``."""
-    if not isinstance(value, str):
-        return value
-    key = re.sub(r"[^a-z]", "", value.strip().lower())
-    if key in FACT_CATEGORIES:
-        return key
-    return _CATEGORY_ALIASES.get(key, "context")
-
-
-class SectionUpdate(BaseModel):
-    """One summary field in the LLM's answer."""
-
-    model_config = _LLM
-
-    shouldUpdate: bool = False
-    summary: Annotated[
-        str,
-        _truncate(MAX_SUMMARY_CHARS),
-        BeforeValidator(_clean_text),
-        Field(max_length=MAX_SUMMARY_CHARS),
-    ] = ""
-
-    @field_validator("summary", mode="after")
-    @classmethod
-    def _blank_if_invisible(cls, value: str) -> str:
-        # only zero-width or control characters: nothing to store (the section is then kept)
-        return "" if is_invisible(value) else value
-
-
-_SOURCE_KIND_ALIASES: Final = {
-    "stated": "stated",
-    "explicit": "stated",
-    "said": "stated",
-    "user": "stated",
-    "inferred": "inferred",
-    "implicit": "inferred",
-    "implied": "inferred",
-    "inference": "inferred",
-    "guess": "inferred",
-}
-
-
-def _source_kind(value: Any) -> Any:
-    """Near-miss spellings map onto the two kinds; anything else is "not said" (None), so a
-    model's odd label costs the fact its provenance, never the fact itself."""
-    if value is None or not isinstance(value, str):
-        return None
-    return _SOURCE_KIND_ALIASES.get(re.sub(r"[^a-z]", "", value.strip().lower()))
-
-
-def _event_date(value: Any) -> str | None:
-    """A model's date as a partial ISO date (``2023``, ``2023-05``, ``2023-W18``,
-    ``2023-05-07``); anything unreadable is "unknown" (None), never a reason to drop the fact."""
-    return normalize_event_date(value)
-
-
-def _fact_ids(limit: int) -> BeforeValidator:
-    """A lenient list of fact ids: one bare id becomes a list, ``{"id": ...}`` objects are
-    unwrapped, blank/over-long/non-string items are dropped, duplicates collapse, the list is
-    capped. A bad id must not cost the fact that names it."""
-
-    def clean(value: Any) -> Any:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list | tuple):
-            return []
-        ids: list[str] = []
-        for item in value:
-            if isinstance(item, Mapping):
-                item = item.get("id")
-            if not isinstance(item, str):
-                continue
-            item = item.strip()
-            if item and len(item) <= MAX_FACT_ID_CHARS and item not in ids:
-                ids.append(item)
-        return ids[:limit]
-
-    return BeforeValidator(clean)
-
-
-class NewFact(BaseModel):
-    """One fact proposed by the extraction.
-
-    ``supersedes`` names existing facts this one *replaces* (the user changed something: they are
-    kept as history, marked ``superseded``), as opposed to ``factsToRemove`` (they were wrong or the
-    user asked to forget them: deleted). ``sourceKind`` says whether the user said it explicitly.
-    """
-
-    model_config = _LLM
-
-    content: Annotated[
-        str,
-        _truncate(MAX_FACT_CHARS),
-        BeforeValidator(_clean_text),
-        Field(min_length=1, max_length=MAX_FACT_CHARS),
-    ]
-    category: Annotated[FactCategory, BeforeValidator(_category)] = "context"
-    confidence: float = Field(
-        default=0.8, description="How sure you are, from 0.0 (guess) to 1.0 (stated explicitly)."
-    )
-    sourceKind: Annotated[SourceKind | None, BeforeValidator(_source_kind)] = None
-    supersedes: Annotated[list[str], _fact_ids(MAX_SUPERSEDES_PER_FACT)] = Field(
-        default_factory=list
-    )
-    eventAt: Annotated[str | None, BeforeValidator(_event_date)] = None
-    """When the event happened, as a (partial) ISO date; unreadable dates become None."""
-    validUntil: Annotated[str | None, BeforeValidator(_event_date)] = None
-    """Last day a transient fact holds; unreadable dates become None."""
-
-    @field_validator("content", mode="after")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        value = value.strip()
-        if is_invisible(value):
-            raise ValueError("fact content is blank")
-        return value
-
-    @field_validator("confidence", mode="before")
-    @classmethod
-    def _confidence(cls, value: Any) -> float:
-        return coerce_confidence(value)
-
-
-FactId = Annotated[str, Field(min_length=1, max_length=MAX_FACT_ID_CHARS)]
-
-
-class UserUpdate(BaseModel):
-    model_config = _LLM
-
-    workContext: SectionUpdate = Field(default_factory=SectionUpdate)
-    personalContext: SectionUpdate = Field(default_factory=SectionUpdate)
-    topOfMind: SectionUpdate = Field(default_factory=SectionUpdate)
-
-
-class HistoryUpdate(BaseModel):
-    model_config = _LLM
-
-    recentMonths: SectionUpdate = Field(default_factory=SectionUpdate)
-    earlierContext: SectionUpdate = Field(default_factory=SectionUpdate)
-    longTermBackground: SectionUpdate = Field(default_factory=SectionUpdate)
-
-
-class MemoryUpdate(BaseModel):
-    """What the extraction LLM returns (its JSON schema is derived from this model).
-
-    Parsing is done item by item in ``extraction.parse_update`` so that one bad fact or section is
-    dropped on its own; a missing section means "do not update it".
-    """
-
-    model_config = _LLM
-
-    user: UserUpdate = Field(default_factory=UserUpdate)
-    history: HistoryUpdate = Field(default_factory=HistoryUpdate)
-    newFacts: Annotated[
-        list[NewFact], _cap_list(MAX_FACTS_PER_UPDATE), Field(max_length=MAX_FACTS_PER_UPDATE)
-    ] = Field(default_factory=list)
-    factsToRemove: Annotated[
-        list[FactId], _cap_list(MAX_REMOVALS_PER_UPDATE), Field(max_length=MAX_REMOVALS_PER_UPDATE)
-    ] = Field(default_factory=list)
-
-    def section(self, name: str) -> SectionUpdate:
-        group: BaseModel = self.user if name in USER_FIELDS else self.history
-        if name not in SECTION_FIELDS:
-            raise KeyError(name)
-        section: SectionUpdate = getattr(group, name)
-        return section
-
-    @property
-    def is_empty(self) -> bool:
-        return (
-            not any(self.section(name).shouldUpdate for name in SECTION_FIELDS)
-            and not self.newFacts
-            and not self.factsToRemove
-        )

@@ -52,8 +52,9 @@ from deermem_middleware.memory.decay import (
     has_expired,
     last_used,
 )
-from deermem_middleware.memory.document import Fact, NewFact, new_fact_id, utc_now_iso
+from deermem_middleware.memory.document import Fact, new_fact_id, utc_now_iso
 from deermem_middleware.memory.time import resolve_relative_date
+from deermem_middleware.memory.update import NewFact
 
 __all__ = [
     "NEAR_DUPLICATE_THRESHOLD",

@@ -14,10 +14,10 @@ from deermem_middleware.memory.document import (
     SECTION_FIELDS,
     USER_FIELDS,
     Memory,
-    MemoryUpdate,
     Section,
     utc_now_iso,
 )
+from deermem_middleware.memory.update import MemoryUpdate
 
 __all__ = ["apply_sections"]
 

@@ -38,8 +38,8 @@ from deermem_middleware.memory.document import (
     SECTION_FIELDS,
     Fact,
     Memory,
-    MemoryUpdate,
 )
+from deermem_middleware.memory.update import MemoryUpdate
 from tests.helpers import OpenAIStub, ScriptedChatModel, update_json
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

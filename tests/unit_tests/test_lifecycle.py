@@ -35,14 +35,7 @@ from deermem_middleware.memory.decay import (
     parse_timestamp,
     recency_weight,
 )
-from deermem_middleware.memory.document import (
-    MAX_SUPERSEDES_PER_FACT,
-    Fact,
-    Memory,
-    MemoryUpdate,
-    NewFact,
-    utc_now_iso,
-)
+from deermem_middleware.memory.document import MAX_SUPERSEDES_PER_FACT, Fact, Memory, utc_now_iso
 from deermem_middleware.memory.facts import (
     NEAR_DUPLICATE_THRESHOLD,
     FactChanges,
@@ -51,6 +44,7 @@ from deermem_middleware.memory.facts import (
     is_near_duplicate,
     trim_facts,
 )
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 
 NOW = datetime(2026, 4, 1, 12, 0, 0, tzinfo=UTC)
 STAMP = "2026-04-01T12:00:00Z"

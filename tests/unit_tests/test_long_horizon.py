@@ -26,8 +26,9 @@ from deermem_middleware.injection.render import fact_date_label, fact_line
 from deermem_middleware.memory.apply import apply_update
 from deermem_middleware.memory.conversation import Turn, filter_messages, message_time
 from deermem_middleware.memory.decay import effective_confidence, expire_transient, has_expired
-from deermem_middleware.memory.document import Fact, Memory, MemoryUpdate, NewFact, utc_now_iso
+from deermem_middleware.memory.document import Fact, Memory, utc_now_iso
 from deermem_middleware.memory.facts import apply_facts, fact_value, trim_facts
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.retrieval.selector import (
     FactSelector,
     SelectionParams,

@@ -15,12 +15,11 @@ from deermem_middleware.memory.document import (
     MAX_FACT_CHARS,
     Fact,
     Memory,
-    MemoryUpdate,
-    NewFact,
     Section,
     coerce_confidence,
     new_fact_id,
 )
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 
 DEERFLOW_MEMORY: dict[str, Any] = {
     "version": "1.0",

@@ -30,7 +30,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from deermem_middleware.memory.apply import apply_update
-from deermem_middleware.memory.document import Memory, MemoryUpdate, NewFact
+from deermem_middleware.memory.document import Memory
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.runtime.updater import UpdateOutcome
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from tests.integration_tests.workers.common import (
