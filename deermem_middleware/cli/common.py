@@ -1,0 +1,259 @@
+"""What every verb shares: usage errors, argument types, opening a private engine, the
+compare-and-set write, tables."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from deermem_middleware.memory.document import Fact, Memory
+    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.base import MemoryScope, MemoryStorage
+
+
+__all__: list[str] = []  # private: the command is the interface
+
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+EXIT_USAGE: Final = 2
+"""Exit status for bad input: unknown ids, unreadable files, bad config (as argparse uses)."""
+
+
+EXIT_DECLINED: Final = 1
+"""Exit status when the person answers no to a confirmation prompt: nothing was changed."""
+
+
+CAS_ATTEMPTS: Final = 5
+"""Compare-and-set tries before giving up: a running agent may save between our load and save."""
+
+
+class UsageError(Exception):
+    """Something the person typed or pointed at is wrong; reported as one line, exit 2."""
+
+
+def _confidence_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _scope_args(
+    parser: argparse.ArgumentParser, *, user_default: str | None = "default", user_help: str = ""
+) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="YAML config naming the storage (default: $DEERMEM_CONFIG or ./config.yaml; "
+        "without either, the defaults: JSON files under ~/.deermem)",
+    )
+    parser.add_argument(
+        "--user",
+        metavar="U",
+        default=user_default,
+        help=user_help or "user id (default: default)",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="A",
+        help="agent name: selects its document and its per-agent settings (default: the "
+        "default agent, __default__)",
+    )
+
+
+def _subcommand(
+    commands: Any, name: str, summary: str, description: str = ""
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=summary,
+        description=_wrap(f"{summary[0].upper()}{summary[1:]}.\n\n{description}".rstrip()),
+        formatter_class=_FORMATTER,
+    )
+    return parser
+
+
+def _wrap(text: str, width: int = 79) -> str:
+    """Fill each line of ``text`` (the raw formatter keeps line breaks, but does not wrap)."""
+    return "\n".join(textwrap.fill(line, width) if line else "" for line in text.split("\n"))
+
+
+def _categories() -> tuple[str, ...]:
+    from deermem_middleware.memory.document import FACT_CATEGORIES
+
+    return FACT_CATEGORIES
+
+
+def _middleware(args: argparse.Namespace) -> MemoryService:
+    """A private engine on the config's storage, with capture and journal replay off (see
+    module): no scheduler is started, and agents' engines are not touched."""
+    from pydantic import ValidationError
+
+    from deermem_middleware.config import MemoryConfig, default_config_path, load_memory_config
+    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.base import MemoryScope
+
+    user = getattr(args, "user", None)
+    if user is not None:
+        try:
+            MemoryScope(user)  # "" would name every user's folder, and "default" via scope()
+        except ValueError as exc:
+            raise UsageError(f"--user: {exc}") from None
+    agent = getattr(args, "agent", None)
+    path = Path(args.config) if args.config else default_config_path()
+    try:
+        config = (
+            load_memory_config(path, agent_name=agent) if path else MemoryConfig(agent_name=agent)
+        )
+    except ValidationError as exc:  # only the in-code default config: file errors are ConfigError
+        raise UsageError(f"--agent: {exc.errors()[0]['msg']}") from None
+    args.memory_enabled = config.enabled  # the tool's own copy has memory off (see module)
+    tool_config = config.model_copy(update={"enabled": False})
+    try:
+        return MemoryService(tool_config, agent_name=agent)
+    except (ImportError, ValueError) as exc:  # a missing extra, a bad $DEERMEM_EMBEDDINGS
+        raise UsageError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[MemoryService]:
+    middleware = _middleware(args)
+    try:
+        yield middleware
+    finally:
+        middleware.close(timeout=5.0)
+
+
+def _now() -> str:
+    from deermem_middleware.memory.document import utc_now_iso
+
+    return utc_now_iso()
+
+
+def _compare_and_set(
+    storage: MemoryStorage, scope: MemoryScope, change: Callable[[Memory], Memory]
+) -> tuple[Memory, Memory, int]:
+    """``change`` applied with the storage's own compare-and-set loop (the one the updater
+    uses): on a conflict with an agent saving at the same moment, reload and change again.
+
+    ``change`` may raise :class:`UsageError` (an unknown id): nothing is written then; returning
+    the document itself writes nothing. Returns (before, after, new revision).
+    """
+    seen: list[tuple[Memory, Memory]] = []
+
+    def mutate(current: Memory) -> Memory:
+        changed = change(current)
+        seen.append((current, changed))
+        return changed
+
+    revision = storage.update(scope, mutate, max_conflicts=CAS_ATTEMPTS)
+    before, after = seen[-1]
+    return before, after, revision
+
+
+def _find_fact(memory: Memory, fact_id: str, scope: MemoryScope) -> Fact:
+    for fact in memory.facts:
+        if fact.id == fact_id:
+            return fact
+    raise UsageError(
+        f"no fact {fact_id!r} in the memory of user {scope.user_id!r} / agent "
+        f"{scope.agent_name!r} (see `deermem show --all`)"
+    )
+
+
+def _storage_where(storage: MemoryStorage) -> str:
+    """The storage as a whole, for people: the JSON files' root folder, the store's kind."""
+    from deermem_middleware.storage.json_file import JSONFileStorage
+    from deermem_middleware.storage.store import StoreStorage
+
+    if isinstance(storage, JSONFileStorage):
+        return str(storage.root)
+    if isinstance(storage, StoreStorage):
+        return f"{type(storage.store).__name__} (prefix {storage.prefix!r})"
+    return type(storage).__name__
+
+
+def _who(scope: MemoryScope) -> str:
+    return f"user {scope.user_id!r}, agent {scope.agent_name!r}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    """Columns padded to their widest cell; the last column (free text) is not padded."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False)]
+        return (indent + "  ".join([*padded, cells[-1]])).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2)
+
+
+def _checked_text(text: str) -> str:
+    from deermem_middleware.memory.document import MAX_FACT_CHARS, is_invisible
+
+    text = " ".join(text.split())
+    if not text or is_invisible(text):
+        raise UsageError("the fact text is blank")
+    if len(text) > MAX_FACT_CHARS:
+        raise UsageError(f"the fact text has {len(text)} characters; at most {MAX_FACT_CHARS}")
+    return text
+
+
+def _date_arg(value: str) -> str:
+    from deermem_middleware.memory.time import normalize_event_date
+
+    if value in ("", "none"):
+        return ""
+    date = normalize_event_date(value)
+    if date is None:
+        raise argparse.ArgumentTypeError(
+            f"not a date: {value!r} (use 2026-05-07, 2026-05, 2026-W18 or 2026)"
+        )
+    return date
+
+
+def _date_args(parser: argparse.ArgumentParser, *, edit: bool = False) -> None:
+    clear = " ('none' clears it)" if edit else ""
+    parser.add_argument(
+        "--date",
+        type=_date_arg,
+        metavar="DATE",
+        help=f"when the event happened: 2026-05-07, 2026-05, 2026-W18 or 2026{clear}",
+    )
+    parser.add_argument(
+        "--until",
+        type=_date_arg,
+        metavar="DATE",
+        help=f"last day the fact holds (it expires after it){clear}",
+    )

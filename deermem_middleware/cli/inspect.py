@@ -1,0 +1,292 @@
+"""``deermem show``, ``facts search`` and ``explain``: what the memory holds, and why a fact would
+be injected."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+from deermem_middleware.cli.common import _clip, _dump, _opened, _table, _who
+
+__all__: list[str] = []  # private: the command is the interface
+
+
+def _show(args: argparse.Namespace) -> int:
+    from deermem_middleware.memory.document import SECTION_FIELDS
+
+    with _opened(args) as middleware:
+        scope = middleware.scope(args.user)
+        stored = middleware.storage.load(scope)
+        where = middleware.storage.describe(scope)
+    memory = stored.memory
+    shown = [f for f in memory.facts if args.all or f.status == "active"]
+    hidden = len(memory.facts) - len(shown)
+    hidden_note = f"{hidden} superseded/archived fact(s) hidden; --all shows them" if hidden else ""
+    if args.json:
+        document = {"revision": stored.revision, **memory.to_json_dict()}
+        if hidden:
+            keep = {f.id for f in shown}
+            document["facts"] = [f for f in document["facts"] if f["id"] in keep]
+            print(f"deermem: {hidden_note}", file=sys.stderr)
+        print(_dump(document))
+        return 0
+    print(f"memory of {_who(scope)}: {where}")
+    print(f"revision {stored.revision}, last updated {memory.lastUpdated or 'never'}")
+    profile = [(n, memory.section(n).summary) for n in SECTION_FIELDS if memory.section(n).summary]
+    if profile:
+        print("profile:")
+        for name, summary in profile:
+            print(f"  {name}: {summary}")
+    print(f"facts ({len(shown)}{' shown; ' + hidden_note if hidden else ''}):")
+    if shown:
+        from deermem_middleware.injection.render import fact_date_label
+
+        headers = ["id", *(["status"] if args.all else []), "category", "conf", "date", "content"]
+        rows = [
+            [
+                f.id,
+                *([f.status] if args.all else []),
+                f.category,
+                f"{f.confidence:.2f}",
+                (fact_date_label(f) or "-") + (f" (until {f.validUntil})" if f.validUntil else ""),
+                f.content + (" (manual)" if f.manual else ""),
+            ]
+            for f in sorted(shown, key=lambda f: (f.status != "active", -f.confidence))
+        ]
+        for line in _table(headers, rows):
+            print(line)
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from langchain_core.messages import HumanMessage
+
+    with _opened(args) as middleware:
+        scope = middleware.scope(args.user)
+        total = sum(1 for f in middleware.storage.load(scope).memory.facts if f.status == "active")
+        ranked = middleware.select_facts(
+            [HumanMessage(args.query)],
+            user_id=scope.user_id,
+            agent_name=scope.agent_name,
+            top_k=args.limit,
+        )
+    if args.json:
+        print(
+            _dump(
+                [
+                    {
+                        "rank": i,
+                        "id": s.fact.id,
+                        "score": s.score,
+                        "relevance": s.relevance,
+                        "lexical": s.lexical,
+                        "semantic": s.semantic,
+                        "category": s.fact.category,
+                        "confidence": s.fact.confidence,
+                        "content": s.fact.content,
+                    }
+                    for i, s in enumerate(ranked, 1)
+                ]
+            )
+        )
+        return 0
+    print(f"facts of {_who(scope)} ranked for {args.query!r}: {len(ranked)} of {total} active")
+    if ranked:
+        rows = [
+            [
+                str(i),
+                s.fact.id,
+                f"{s.score:.3f}",
+                s.fact.category,
+                f"{s.fact.confidence:.2f}",
+                s.fact.content,
+            ]
+            for i, s in enumerate(ranked, 1)
+        ]
+        for line in _table(["#", "id", "score", "category", "conf", "content"], rows):
+            print(line)
+    return 0
+
+
+def _describe_intent(intent: Any) -> str:
+    """What the time route does for this message, in words ("" when the message is not about
+    time)."""
+    parts = []
+    if intent.period is not None:
+        start, end = intent.period
+        last = (end - timedelta(seconds=1)).date().isoformat()
+        parts.append(f"facts dated {start.date().isoformat()} to {last} get up to 1")
+    if intent.current:
+        parts.append("the present: newer facts get more and come before older competitors")
+    if intent.asks_when:
+        parts.append("'when': 0.5 for facts that know their event date")
+    return "; ".join(parts)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from langchain_core.messages import HumanMessage
+
+    from deermem_middleware.injection.render import fact_line
+    from deermem_middleware.injection.tokens import make_token_counter
+    from deermem_middleware.memory.time import query_time_intent
+
+    with _opened(args) as middleware:
+        scope = middleware.scope(args.user)
+        middleware.warm_up(scope.user_id, scope.agent_name)
+        messages = [HumanMessage(args.message)]
+        rendered = middleware.explain_memory(
+            messages, user_id=scope.user_id, agent_name=scope.agent_name
+        )
+        config = middleware.config
+        guaranteed = list(rendered.guaranteed)
+        ranked = list(rendered.ranked)  # exactly the picks the block was built from
+        params = middleware.selector.params
+        semantic_on = middleware.selector.semantic
+        intent = query_time_intent(args.message, middleware.selector.clock())
+        active = sum(1 for f in middleware.storage.load(scope).memory.facts if f.status == "active")
+    block = rendered.text
+    count = make_token_counter(config.token_counting)
+    in_block = {p.fact.id for p in rendered.facts} | {g.fact.id for g in guaranteed}
+    rows: list[dict[str, Any]] = []
+    for scored, is_guaranteed in [(g, True) for g in guaranteed] + [(s, False) for s in ranked]:
+        fact = scored.fact
+        line = fact_line(fact, config.show_fact_dates) or ""
+        recency = None
+        if not is_guaranteed and params.recency_weight > 0:
+            recency = scored.recency
+        rows.append(
+            {
+                "id": fact.id,
+                "content": fact.content,
+                "category": fact.category,
+                "confidence": fact.confidence,
+                "confidenceUsed": None if is_guaranteed else scored.confidence,
+                "guaranteed": is_guaranteed,
+                "relevance": None if is_guaranteed else scored.relevance,
+                "lexical": None if is_guaranteed else scored.lexical,
+                "semantic": None if is_guaranteed else scored.semantic,
+                "recency": recency,
+                "time": None if is_guaranteed else scored.time,
+                "placedAfter": None if is_guaranteed else scored.after,
+                "score": None if is_guaranteed else scored.score,
+                "tokens": count(line),
+                "inBlock": fact.id in in_block,
+            }
+        )
+    block_tokens = rendered.tokens
+    formula = (
+        f"score = {params.relevance_weight:.2f} × relevance + "
+        f"{params.confidence_weight:.2f} × confidence"
+    )
+    if params.recency_weight > 0:
+        formula += (
+            f" + {params.recency_weight:.2f} × recency (1 for the newest fact, halving every "
+            f"{params.recency_half_life_days:g} days before it)"
+        )
+    time_route = _describe_intent(intent) if params.time_weight > 0 else ""
+    if time_route:
+        formula += f" + {params.time_weight:.2f} × time"
+    if params.method == "seed":
+        relevance = "relevance = word TF-IDF cosine to the last turns (selection: seed)"
+    elif semantic_on:
+        relevance = (
+            f"relevance = {params.lexical_weight:.2f} × lexical + "
+            f"{1 - params.lexical_weight:.2f} × semantic, each min-max scaled over the facts"
+        )
+    else:
+        relevance = "relevance = lexical (character n-gram TF-IDF; no embedding channel)"
+    injected = bool(getattr(args, "memory_enabled", True) and config.injection_enabled)
+    if args.json:
+        print(
+            _dump(
+                {
+                    "user": scope.user_id,
+                    "agent": scope.agent_name,
+                    "message": args.message,
+                    "injectionEnabled": injected,
+                    "formula": f"{formula}; {relevance}",
+                    "timeRoute": time_route or None,
+                    "activeFacts": active,
+                    "facts": rows,
+                    "blockTokens": block_tokens,
+                    "maxInjectionTokens": config.max_injection_tokens,
+                    "tokenCounting": config.token_counting,
+                    "block": block,
+                }
+            )
+        )
+        return 0
+    print(f"{_who(scope)}")
+    print(f"message: {args.message!r}")
+    print(formula)
+    print(relevance)
+    if time_route:
+        print(f"time = {time_route}")
+    print(
+        "confidence = the stored confidence decayed by the fact's category half-life since it "
+        "was last used, confirmed or injected (the conf column shows the value used)"
+    )
+    print(
+        f"{len(ranked)} of {active} active fact(s) ranked (top_k {params.top_k})"
+        + (f", {len(guaranteed)} guaranteed" if guaranteed else "")
+        + ":"
+    )
+    if rows:
+        semantic = any(r["semantic"] is not None for r in rows)
+        recency_on = any(r["recency"] is not None for r in rows)
+        time_on = bool(time_route)
+
+        def number(value: float | None, digits: int = 3) -> str:
+            return "-" if value is None else f"{value:.{digits}f}"
+
+        headers = [
+            "#",
+            "id",
+            "relevance",
+            "lexical",
+            *(["semantic"] if semantic else []),
+            "conf",
+            *(["recency"] if recency_on else []),
+            *(["time"] if time_on else []),
+            "score",
+            "tokens",
+            "in block",
+            "content",
+        ]
+        table = [
+            [
+                "g" if r["guaranteed"] else str(i),
+                r["id"],
+                number(r["relevance"]),
+                number(r["lexical"]),
+                *([number(r["semantic"])] if semantic else []),
+                number(r["confidence"] if r["confidenceUsed"] is None else r["confidenceUsed"], 2),
+                *([number(r["recency"], 2)] if recency_on else []),
+                *([number(r["time"], 2)] if time_on else []),
+                number(r["score"]),
+                str(r["tokens"]),
+                ("yes" if r["inBlock"] else "no") + (" (guaranteed)" if r["guaranteed"] else ""),
+                _clip(r["content"], 48),
+            ]
+            for i, r in enumerate(rows, 1 - len(guaranteed))
+        ]
+        for line in _table(headers, table):
+            print(line)
+        for r in rows:
+            if r["placedAfter"]:
+                print(f"{r['id']} placed after {r['placedAfter']}: a newer statement of the same")
+    shown = sum(1 for r in rows if r["inBlock"])
+    print(
+        f"block: {block_tokens} tokens (estimated, {config.token_counting} counting, as "
+        "budgeted) of "
+        f"max_injection_tokens {config.max_injection_tokens}; {shown} fact(s) in it"
+    )
+    if not injected:
+        print("note: memory or injection is disabled for this agent: nothing is injected")
+    print(block if block else "(empty: nothing would be injected)")
+    return 0
