@@ -34,19 +34,16 @@ from langchain_core.messages import BaseMessage
 from deermem_middleware.config import MemoryConfig
 from deermem_middleware.extraction.extractor import ExtractionError, MemoryExtractor
 from deermem_middleware.extraction.models import build_chat_model, resolve_model
-from deermem_middleware.injection.ledger import InjectedFact, InjectionRecord
-from deermem_middleware.injection.ledger import current_thread_id as _current_thread_id
-from deermem_middleware.injection.render import RenderedMemory, render_memory
-from deermem_middleware.injection.tokens import make_token_counter
+from deermem_middleware.injection.ledger import InjectionLedger, InjectionRecord
+from deermem_middleware.injection.recall import Recall
+from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.conversation import filter_messages, has_enough_for_update
-from deermem_middleware.memory.decay import last_confirmed
-from deermem_middleware.memory.document import SECTION_FIELDS, Memory
+from deermem_middleware.memory.document import Memory
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
 from deermem_middleware.retrieval.selector import (
     FactSelector,
     ScoredFact,
     SelectionParams,
-    SelectionQuery,
 )
 from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
 from deermem_middleware.runtime.retry import CircuitBreaker, describe_failure, is_transient
@@ -66,8 +63,6 @@ from deermem_middleware.storage.journal import PendingJournal, job_token
 __all__ = ["MemoryService"]
 
 logger = logging.getLogger(__name__)
-
-_NEVER = datetime.min.replace(tzinfo=UTC)
 
 SchedulerKey = tuple[MemoryScope, str]
 UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
@@ -141,15 +136,13 @@ class MemoryService:
             half_lives=config.fact_half_life_days or None,
         )
         self._reported: set[str] = set()
-        self._count_tokens = make_token_counter(config.token_counting)
+        self.recall = Recall(config, self.selector)
+        """What is injected for a conversation, and why (selection and rendering)."""
+        self.injections = InjectionLedger()
+        """What went into which model call, and the injection counts to save."""
         self.updater = MemoryUpdater(
-            self.storage, self._get_extractor, config, annotate=self._annotate_usage
+            self.storage, self._get_extractor, config, annotate=self.injections.annotate
         )
-        self.ledger: collections.deque[InjectionRecord] = collections.deque(maxlen=256)
-        """The most recent injections: which facts, with which scores, went into which call."""
-        self._injection_listeners: list[Callable[[InjectionRecord], None]] = []
-        self._usage: dict[MemoryScope, dict[str, tuple[int, str]]] = {}
-        self._usage_lock = threading.Lock()
         self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
         self._listeners: list[UpdateListener] = []
         self.breaker = CircuitBreaker(
@@ -461,34 +454,7 @@ class MemoryService:
         """The block and what is in it: the guaranteed facts, the relevance picks that fit (with
         their score parts) and the block's tokens. What ``deermem explain`` prints."""
         scope = self.scope(user_id, agent_name)
-        memory = self.storage.load(scope).memory  # loaded once per model call
-        if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
-            return RenderedMemory("")
-        guaranteed = self._guaranteed_facts(memory)
-        skip = {g.fact.id for g in guaranteed}
-        selected = [
-            s
-            for s in self._select(scope, memory, messages, self.config.top_k + len(skip))
-            if s.fact.id not in skip
-        ][: self.config.top_k]
-        return render_memory(
-            memory,
-            selected,
-            max_tokens=self.config.max_injection_tokens,
-            count_tokens=self._count_tokens,
-            guaranteed=guaranteed,
-            guaranteed_tokens=self.config.guaranteed_token_budget,
-            show_dates=self.config.show_fact_dates,
-        )
-
-    def _guaranteed_facts(self, memory: Memory) -> list[ScoredFact]:
-        """Active facts of the guaranteed categories (corrections), newest first."""
-        categories = set(self.config.guaranteed_categories)
-        if not categories or self.config.guaranteed_token_budget <= 0:
-            return []
-        chosen = [f for f in memory.facts if f.status == "active" and f.category in categories]
-        chosen.sort(key=lambda f: last_confirmed(f) or _NEVER, reverse=True)
-        return [ScoredFact(f, 1.0, 0.0) for f in chosen]
+        return self.recall.explain(scope, self.storage.load(scope).memory, messages)
 
     def select_facts(
         self,
@@ -500,20 +466,7 @@ class MemoryService:
     ) -> list[ScoredFact]:
         """The facts most relevant to this conversation, best first, with their score parts."""
         scope = self.scope(user_id, agent_name)
-        return self._select(scope, self.storage.load(scope).memory, messages, top_k)
-
-    def _select(
-        self,
-        scope: MemoryScope,
-        memory: Memory,
-        messages: Sequence[BaseMessage],
-        top_k: int | None,
-    ) -> list[ScoredFact]:
-        if not memory.facts:
-            return []
-        turns = filter_messages(messages, max_message_chars=self.config.max_message_chars)
-        query = SelectionQuery.from_turns(turns, self.config.query_turns)
-        return self.selector.select(scope, memory, query, top_k=top_k)
+        return self.recall.select(scope, self.storage.load(scope).memory, messages, top_k)
 
     def capture(
         self,
@@ -589,62 +542,17 @@ class MemoryService:
 
     # -- the injection ledger ---------------------------------------------------------------
 
+    @property
+    def ledger(self) -> collections.deque[InjectionRecord]:
+        """The most recent injections: which facts, with which scores, went into which call."""
+        return self.injections.records
+
     def add_injection_listener(self, listener: Callable[[InjectionRecord], None]) -> None:
-        """Call ``listener(record)`` after every injection (on the model-call path: keep it
-        cheap). A listener that raises is logged and ignored."""
-        self._injection_listeners.append(listener)
+        """Call ``listener(record)`` after every injection (keep it cheap)."""
+        self.injections.add_listener(listener)
 
     def _record_injection(self, scope: MemoryScope, rendered: RenderedMemory) -> None:
-        now = datetime.now(UTC)
-        record = InjectionRecord(
-            at=now.isoformat(),
-            user_id=scope.user_id,
-            agent_name=scope.agent_name,
-            thread_id=_current_thread_id(),
-            facts=tuple(InjectedFact.of(s, guaranteed=False) for s in rendered.facts)
-            + tuple(InjectedFact.of(s, guaranteed=True) for s in rendered.guaranteed),
-            tokens=rendered.tokens,
-        )
-        self.ledger.append(record)
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        with self._usage_lock:
-            usage = self._usage.setdefault(scope, {})
-            for item in record.facts:
-                count, _ = usage.get(item.fact_id, (0, stamp))
-                usage[item.fact_id] = (count + 1, stamp)
-        logger.debug(
-            "memory inject: user %r agent %r, %d fact(s) (%d guaranteed), %d tokens",
-            scope.user_id,
-            scope.agent_name,
-            len(record.facts),
-            len(rendered.guaranteed),
-            record.tokens,
-        )
-        for listener in list(self._injection_listeners):
-            try:
-                listener(record)
-            except Exception:
-                logger.exception("injection listener %r failed", listener)
-
-    def _annotate_usage(self, scope: MemoryScope, memory: Memory) -> Memory:
-        """Fold the injection counts gathered since the last save into the facts (best effort:
-        counts of an update that then fails to save are dropped)."""
-        with self._usage_lock:
-            usage = self._usage.pop(scope, None)
-        if not usage:
-            return memory
-        facts = []
-        for fact in memory.facts:
-            seen = usage.get(fact.id)
-            if seen is None:
-                facts.append(fact)
-            else:
-                facts.append(
-                    fact.model_copy(
-                        update={"injections": fact.injections + seen[0], "lastInjectedAt": seen[1]}
-                    )
-                )
-        return memory.model_copy(update={"facts": tuple(facts)})
+        self.injections.record(scope, rendered)
 
     def report_injection_error(self, exc: Exception, user_id: str) -> None:
         """Log a failed injection: a corrupted file once per problem, anything else with a trace."""
