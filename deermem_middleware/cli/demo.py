@@ -145,6 +145,7 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
     from langgraph.checkpoint.memory import InMemorySaver
 
     from deermem_middleware.config import MemoryConfig
+    from deermem_middleware.memory.sections import SECTION_FIELDS
     from deermem_middleware.middleware import MemoryMiddleware
 
     started = time.monotonic()
@@ -198,14 +199,7 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
         memory = middleware.get_memory(USER_ID)
         report.profile = {
             name: memory.section(name).summary
-            for name in (
-                "workContext",
-                "personalContext",
-                "topOfMind",
-                "recentMonths",
-                "earlierContext",
-                "longTermBackground",
-            )
+            for name in SECTION_FIELDS
             if memory.section(name).summary
         }
         report.facts = [

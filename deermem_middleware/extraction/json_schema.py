@@ -21,8 +21,12 @@ from deermem_middleware.memory.document import (
     MAX_SUPERSEDES_PER_FACT,
     USER_FIELDS,
 )
+from deermem_middleware.memory.sections import SECTIONS
 
 __all__ = ["update_json_schema"]
+
+
+_DESCRIPTIONS = {spec.name: spec.description for spec in SECTIONS}
 
 
 def _string(max_length: int, description: str, *, caps: bool) -> dict[str, Any]:
@@ -45,16 +49,6 @@ def _section_schema(description: str, *, caps: bool) -> dict[str, Any]:
         "required": ["shouldUpdate", "summary"],
         "additionalProperties": False,
     }
-
-
-_SECTION_DESCRIPTIONS = {
-    "workContext": "Job, role, projects, tech stack.",
-    "personalContext": "Who they are outside work.",
-    "topOfMind": "What they are busy with right now.",
-    "recentMonths": "What happened in the last few months.",
-    "earlierContext": "Older, still relevant history.",
-    "longTermBackground": "Stable background: education, career, values.",
-}
 
 
 def update_json_schema(
@@ -93,9 +87,7 @@ def update_json_schema(
     def group(names: Sequence[str]) -> dict[str, Any]:
         return {
             "type": "object",
-            "properties": {
-                n: _section_schema(_SECTION_DESCRIPTIONS[n], caps=string_caps) for n in names
-            },
+            "properties": {n: _section_schema(_DESCRIPTIONS[n], caps=string_caps) for n in names},
             "required": list(names),
             "additionalProperties": False,
         }

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from deermem_middleware.injection.safety import assess_memory_text
 from deermem_middleware.injection.tokens import TokenCounter, char_token_count
 from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.memory.sections import GROUP_HEADINGS, SECTIONS
 from deermem_middleware.memory.time import normalize_event_date, parse_timestamp
 from deermem_middleware.retrieval.selector import ScoredFact
 
@@ -60,15 +61,6 @@ PREAMBLE = (
     "is right."
 )
 QUOTE_PREFIX = "The user said: "
-
-_SECTION_LABELS: tuple[tuple[str, str, str], ...] = (
-    ("User Context", "workContext", "Work"),
-    ("User Context", "personalContext", "Personal"),
-    ("User Context", "topOfMind", "Current Focus"),
-    ("History", "recentMonths", "Recent"),
-    ("History", "earlierContext", "Earlier"),
-    ("History", "longTermBackground", "Background"),
-)
 
 _CONTROL = re.compile(
     r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
@@ -276,7 +268,8 @@ def render_memory(
         shown_guaranteed.append(scored)
     current_heading: str | None = None
     profile_limit = used + int((max_tokens - used) * profile_share) if facts else max_tokens
-    for heading, field, label in _SECTION_LABELS:
+    for spec in SECTIONS:
+        heading, field, label = GROUP_HEADINGS[spec.group], spec.name, spec.label
         raw = memory.section(field).summary
         if not escape_memory_text(raw):
             continue

@@ -12,6 +12,7 @@ between updates use :func:`~deermem_middleware.memory.decay.effective_confidence
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,16 +20,20 @@ from datetime import datetime
 from deermem_middleware.memory.decay import DEFAULT_HALF_LIFE_DAYS
 from deermem_middleware.memory.document import (
     MAX_SEEN_TURNS,
+    SECTION_FIELDS,
+    USER_FIELDS,
     Memory,
+    Section,
     Watermark,
     new_fact_id,
     utc_now_iso,
 )
 from deermem_middleware.memory.facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
-from deermem_middleware.memory.sections import apply_sections
 from deermem_middleware.memory.update import MemoryUpdate
 
-__all__ = ["MAX_WATERMARKS", "ApplyReport", "advance_watermark", "apply_update"]
+__all__ = ["MAX_WATERMARKS", "ApplyReport", "advance_watermark", "apply_sections", "apply_update"]
+
+logger = logging.getLogger(__name__)
 
 MAX_WATERMARKS = 512
 """Threads whose watermark we keep per scope; the least recently updated are forgotten first
@@ -135,3 +140,44 @@ def apply_update(
     if report.changed:
         changes["lastUpdated"] = utc_now_iso(now)
     return memory.model_copy(update=changes), report
+
+
+def apply_sections(
+    memory: Memory, update: MemoryUpdate, *, now: datetime
+) -> tuple[Memory, list[str]]:
+    """Return the memory with the sections the update rewrites, and the names of those sections.
+
+    A section is rewritten only when the LLM set ``shouldUpdate`` *and* gave a non-blank summary:
+    an empty summary with ``shouldUpdate: true`` is far more often a small model's slip than a
+    request to erase what we know, and erasing is what a person does through the CLI, not a side
+    effect.
+    """
+    stamp = utc_now_iso(now)
+    user_changes: dict[str, Section] = {}
+    history_changes: dict[str, Section] = {}
+    changed: list[str] = []
+    for name in SECTION_FIELDS:
+        proposal = update.section(name)
+        if not proposal.shouldUpdate:
+            continue
+        summary = proposal.summary.strip()
+        if not summary:
+            logger.info("memory section %s: shouldUpdate with an empty summary, kept as is", name)
+            continue
+        current = memory.section(name)
+        if summary == current.summary:
+            continue
+        section = current.model_copy(update={"summary": summary, "updatedAt": stamp})
+        (user_changes if name in USER_FIELDS else history_changes)[name] = section
+        changed.append(name)
+    if not changed:
+        return memory, []
+    return (
+        memory.model_copy(
+            update={
+                "user": memory.user.model_copy(update=user_changes),
+                "history": memory.history.model_copy(update=history_changes),
+            }
+        ),
+        changed,
+    )

@@ -32,6 +32,8 @@ from pydantic import (
     model_serializer,
 )
 
+from deermem_middleware.memory.sections import HISTORY_FIELDS, SECTION_FIELDS, USER_FIELDS
+
 __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_FIELDS",
@@ -59,9 +61,6 @@ __all__ = [
     "utc_now_iso",
 ]
 
-USER_FIELDS: Final = ("workContext", "personalContext", "topOfMind")
-HISTORY_FIELDS: Final = ("recentMonths", "earlierContext", "longTermBackground")
-SECTION_FIELDS: Final = USER_FIELDS + HISTORY_FIELDS
 
 FactCategory = Literal["preference", "knowledge", "context", "behavior", "goal", "correction"]
 FACT_CATEGORIES: Final[tuple[str, ...]] = (

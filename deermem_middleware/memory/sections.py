@@ -1,59 +1,57 @@
-"""Applying the six summary fields of an update (pure).
+"""The six summary sections: the one table every module reads.
 
-A section is rewritten only when the LLM set ``shouldUpdate`` *and* gave a non-blank summary: an
-empty summary with ``shouldUpdate: true`` is far more often a small model's slip than a request to
-erase what we know, and erasing is what a person does through the CLI, not a side effect.
+DeerFlow's memory has three sections about the user (``user.*``) and three about their history
+(``history.*``). Their names, their group, the label the injected block shows and the description
+the extraction model reads were once spelled out in five modules; adding or renaming a section
+now means changing this table (and the two pydantic models that must name their fields: the
+stored :class:`~deermem_middleware.memory.document.UserContext`/``History`` and the LLM-side
+update).
 """
 
 from __future__ import annotations
 
-import logging
-from datetime import datetime
+from dataclasses import dataclass
+from typing import Final, Literal
 
-from deermem_middleware.memory.document import (
-    SECTION_FIELDS,
-    USER_FIELDS,
-    Memory,
-    Section,
-    utc_now_iso,
+__all__ = [
+    "GROUP_HEADINGS",
+    "HISTORY_FIELDS",
+    "SECTIONS",
+    "SECTION_FIELDS",
+    "USER_FIELDS",
+    "SectionSpec",
+]
+
+SectionGroup = Literal["user", "history"]
+
+
+@dataclass(frozen=True, slots=True)
+class SectionSpec:
+    """One summary section: its JSON name, its group, its label in the injected block and what
+    the extraction model is told it holds."""
+
+    name: str
+    group: SectionGroup
+    label: str
+    description: str
+
+
+SECTIONS: Final[tuple[SectionSpec, ...]] = (
+    SectionSpec("workContext", "user", "Work", "Job, role, projects, tech stack."),
+    SectionSpec("personalContext", "user", "Personal", "Who they are outside work."),
+    SectionSpec("topOfMind", "user", "Current Focus", "What they are busy with right now."),
+    SectionSpec("recentMonths", "history", "Recent", "What happened in the last few months."),
+    SectionSpec("earlierContext", "history", "Earlier", "Older, still relevant history."),
+    SectionSpec(
+        "longTermBackground",
+        "history",
+        "Background",
+        "Stable background: education, career, values.",
+    ),
 )
-from deermem_middleware.memory.update import MemoryUpdate
+GROUP_HEADINGS: Final[dict[SectionGroup, str]] = {"user": "User Context", "history": "History"}
+"""The heading of each group in the injected block."""
 
-__all__ = ["apply_sections"]
-
-logger = logging.getLogger(__name__)
-
-
-def apply_sections(
-    memory: Memory, update: MemoryUpdate, *, now: datetime
-) -> tuple[Memory, list[str]]:
-    """Return the memory with the sections the update rewrites, and the names of those sections."""
-    stamp = utc_now_iso(now)
-    user_changes: dict[str, Section] = {}
-    history_changes: dict[str, Section] = {}
-    changed: list[str] = []
-    for name in SECTION_FIELDS:
-        proposal = update.section(name)
-        if not proposal.shouldUpdate:
-            continue
-        summary = proposal.summary.strip()
-        if not summary:
-            logger.info("memory section %s: shouldUpdate with an empty summary, kept as is", name)
-            continue
-        current = memory.section(name)
-        if summary == current.summary:
-            continue
-        section = current.model_copy(update={"summary": summary, "updatedAt": stamp})
-        (user_changes if name in USER_FIELDS else history_changes)[name] = section
-        changed.append(name)
-    if not changed:
-        return memory, []
-    return (
-        memory.model_copy(
-            update={
-                "user": memory.user.model_copy(update=user_changes),
-                "history": memory.history.model_copy(update=history_changes),
-            }
-        ),
-        changed,
-    )
+USER_FIELDS: Final = tuple(s.name for s in SECTIONS if s.group == "user")
+HISTORY_FIELDS: Final = tuple(s.name for s in SECTIONS if s.group == "history")
+SECTION_FIELDS: Final = USER_FIELDS + HISTORY_FIELDS

@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.memory.apply import MAX_WATERMARKS, advance_watermark, apply_update
+from deermem_middleware.memory.apply import (
+    MAX_WATERMARKS,
+    advance_watermark,
+    apply_sections,
+    apply_update,
+)
 from deermem_middleware.memory.document import SECTION_FIELDS, Fact, Memory, Watermark, utc_now_iso
 from deermem_middleware.memory.facts import apply_facts, normalize_fact_text, trim_facts
-from deermem_middleware.memory.sections import apply_sections
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
 
 NOW = datetime(2026, 4, 1, 12, 0, 0, tzinfo=UTC)
