@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from deermem_middleware import FactSelector, MemoryConfig, MemoryMiddleware, SelectionParams
-from deermem_middleware.injection.render import render_memory_block
+from deermem_middleware.injection.render import render_memory
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
 from deermem_middleware.retrieval.embeddings import (
@@ -200,7 +200,7 @@ def seed_select_render(memory: Memory, turns: list[Turn], config: MemoryConfig) 
     from deermem_middleware.retrieval.selector import ScoredFact
 
     picked = [ScoredFact(facts[i], float(scores[i]), float(cosine[i])) for i in order]
-    return render_memory_block(memory, picked, max_tokens=config.max_injection_tokens)
+    return render_memory(memory, picked, max_tokens=config.max_injection_tokens).text
 
 
 def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
@@ -230,7 +230,7 @@ def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
         def call() -> str:
             query = SelectionQuery.from_turns(next(it), config.query_turns)
             picked = selector.select("u", memory, query)
-            return render_memory_block(memory, picked, max_tokens=config.max_injection_tokens)
+            return render_memory(memory, picked, max_tokens=config.max_injection_tokens).text
 
         return call
 

@@ -20,9 +20,9 @@ from deermem_middleware.storage.base import MemoryScope
 
 if TYPE_CHECKING:
     from deermem_middleware.injection.render import RenderedMemory
-from deermem_middleware.runtime.ids import current_config
+from deermem_middleware.runtime.ids import resolve_thread_id
 
-__all__ = ["InjectedFact", "InjectionLedger", "InjectionRecord", "current_thread_id"]
+__all__ = ["InjectedFact", "InjectionLedger", "InjectionRecord"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,13 +62,6 @@ class InjectionRecord:
     tokens: int
 
 
-def current_thread_id() -> str | None:
-    """The thread of the running graph call, when there is one."""
-    configurable = current_config().get("configurable") or {}
-    value = configurable.get("thread_id")
-    return None if value is None else str(value)
-
-
 class InjectionLedger:
     """What went into which model call: the most recent records, listeners, and per-fact
     injection counts waiting to be saved with the next update (``injections``,
@@ -94,7 +87,7 @@ class InjectionLedger:
             at=now.isoformat(),
             user_id=scope.user_id,
             agent_name=scope.agent_name,
-            thread_id=current_thread_id(),
+            thread_id=resolve_thread_id(),
             facts=tuple(InjectedFact.of(s, guaranteed=False) for s in rendered.facts)
             + tuple(InjectedFact.of(s, guaranteed=True) for s in rendered.guaranteed),
             tokens=rendered.tokens,

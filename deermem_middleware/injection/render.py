@@ -46,7 +46,6 @@ __all__ = [
     "fact_line",
     "quote_user_statement",
     "render_memory",
-    "render_memory_block",
 ]
 
 GUARANTEED_HEADING = "Always keep in mind (the user's corrections):"
@@ -165,30 +164,6 @@ class RenderedMemory:
     tokens: int = 0
     ranked: tuple[ScoredFact, ...] = ()
     """Every relevance pick offered, best first (those that did not fit included)."""
-
-
-def render_memory_block(
-    memory: Memory,
-    facts: Sequence[ScoredFact],
-    *,
-    max_tokens: int,
-    count_tokens: TokenCounter = char_token_count,
-    profile_share: float = 0.5,
-    guaranteed: Sequence[ScoredFact] = (),
-    guaranteed_tokens: int = 0,
-    show_dates: bool = True,
-) -> str:
-    """The ``<memory>`` block text (see :func:`render_memory`)."""
-    return render_memory(
-        memory,
-        facts,
-        max_tokens=max_tokens,
-        count_tokens=count_tokens,
-        profile_share=profile_share,
-        guaranteed=guaranteed,
-        guaranteed_tokens=guaranteed_tokens,
-        show_dates=show_dates,
-    ).text
 
 
 def fact_date_label(fact: Fact) -> str | None:

@@ -3,7 +3,7 @@ apart from what is simply known about the user (pure; no I/O).
 
 Remembered text ends up in the system message of every model call, so a fact written from a
 hostile conversation ("ignore all previous instructions…") would otherwise speak with the system's
-voice in every later conversation. :func:`classify_memory_text` sorts a piece of memory into:
+voice in every later conversation. :func:`assess_memory_text` sorts a piece of memory into:
 
 - ``"injection"``: text that tries to steer the assistant or forge prompt structure — override
   phrases ("ignore previous instructions", "disregard …", "forget everything"), identity changes
@@ -46,7 +46,6 @@ __all__ = [
     "MemoryTextKind",
     "TextAssessment",
     "assess_memory_text",
-    "classify_memory_text",
     "normalize_for_matching",
 ]
 
@@ -462,8 +461,3 @@ def assess_memory_text(text: str) -> TextAssessment:
     if directive is not None:
         return TextAssessment("directive", directive)
     return TextAssessment("data")
-
-
-def classify_memory_text(text: str) -> MemoryTextKind:
-    """``"injection"``, ``"directive"`` or ``"data"`` (see the module docstring)."""
-    return assess_memory_text(text).kind

@@ -168,7 +168,6 @@ class EmbeddingStore:
         self._lock = threading.Lock()
         self._pending: set[str] = set()
         self._executor: ThreadPoolExecutor | None = None
-        self._failures = 0
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray | None:
         """The stacked vectors of ``texts``, or None while any of them is not embedded yet."""
@@ -221,7 +220,6 @@ class EmbeddingStore:
             try:
                 added = self.embed(todo)
             except Exception:
-                self._failures += 1
                 logger.exception(
                     "memory embeddings failed for %d fact(s); selection stays lexical", len(todo)
                 )

