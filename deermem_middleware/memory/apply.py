@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from deermem_middleware.memory.decay import DEFAULT_HALF_LIFE_DAYS
 from deermem_middleware.memory.document import (
@@ -29,9 +29,17 @@ from deermem_middleware.memory.document import (
     utc_now_iso,
 )
 from deermem_middleware.memory.facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
+from deermem_middleware.memory.time import parse_timestamp
 from deermem_middleware.memory.update import MemoryUpdate
 
-__all__ = ["MAX_WATERMARKS", "ApplyReport", "advance_watermark", "apply_sections", "apply_update"]
+__all__ = [
+    "MAX_WATERMARKS",
+    "ApplyReport",
+    "advance_watermark",
+    "apply_sections",
+    "apply_update",
+    "newest_watermarks",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +97,17 @@ def advance_watermark(
         position=position,
         seen=(*known, *seen)[-MAX_SEEN_TURNS:] if seen is not None else known,
     )
-    if len(marks) > MAX_WATERMARKS:
-        ordered = sorted(marks.items(), key=lambda kv: kv[1].updatedAt)
-        marks = dict(ordered[len(marks) - MAX_WATERMARKS :])
-    return memory.model_copy(update={"watermarks": marks})
+    return memory.model_copy(update={"watermarks": newest_watermarks(marks)})
+
+
+def newest_watermarks(marks: Mapping[str, Watermark]) -> dict[str, Watermark]:
+    """At most :data:`MAX_WATERMARKS` of ``marks``: the most recently updated (by time, not by
+    spelling: an imported document may write its timestamps differently)."""
+    if len(marks) <= MAX_WATERMARKS:
+        return dict(marks)
+    floor = datetime.min.replace(tzinfo=UTC)
+    ordered = sorted(marks.items(), key=lambda kv: parse_timestamp(kv[1].updatedAt) or floor)
+    return dict(ordered[len(marks) - MAX_WATERMARKS :])
 
 
 def apply_update(

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from deermem_middleware.memory.apply import MAX_WATERMARKS
+from deermem_middleware.memory.apply import MAX_WATERMARKS, newest_watermarks
 from deermem_middleware.memory.document import (
     MAX_FACT_CHARS,
     MAX_SUMMARY_CHARS,
@@ -131,7 +131,6 @@ def cap_document(memory: Memory, *, max_facts: int) -> tuple[Memory, CapReport]:
             history = history.model_copy(update={name: capped})
     changes.update(user=user, history=history)
     if len(memory.watermarks) > MAX_WATERMARKS:
-        ordered = sorted(memory.watermarks.items(), key=lambda kv: kv[1].updatedAt)
-        report.watermarks_dropped = len(ordered) - MAX_WATERMARKS
-        changes["watermarks"] = dict(ordered[report.watermarks_dropped :])
+        changes["watermarks"] = newest_watermarks(memory.watermarks)
+        report.watermarks_dropped = len(memory.watermarks) - MAX_WATERMARKS
     return memory.model_copy(update=changes), report

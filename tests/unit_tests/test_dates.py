@@ -722,3 +722,19 @@ def test_time_intent_any_and_immutability() -> None:
     intent = TimeIntent()
     with pytest.raises(dataclasses.FrozenInstanceError):
         intent.current = True  # type: ignore[misc]
+
+
+def test_watermarks_beyond_the_cap_are_dropped_oldest_first_by_time_not_spelling() -> None:
+    from deermem_middleware.memory.apply import MAX_WATERMARKS, newest_watermarks
+    from deermem_middleware.memory.document import Watermark
+
+    marks = {
+        f"t{i}": Watermark(turn="fp", count=1, updatedAt=f"2026-03-01T00:00:{i % 60:02d}Z")
+        for i in range(MAX_WATERMARKS - 1)
+    }
+    # spelled later than the next one, but 20:00 UTC: the older of the two
+    marks["offset"] = Watermark(turn="fp", count=1, updatedAt="2026-01-02T01:00:00+05:00")
+    marks["utc"] = Watermark(turn="fp", count=1, updatedAt="2026-01-01T22:00:00Z")
+    kept = newest_watermarks(marks)
+    assert len(kept) == MAX_WATERMARKS
+    assert "utc" in kept and "offset" not in kept
