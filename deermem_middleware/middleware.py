@@ -96,9 +96,7 @@ class MemoryMiddleware(AgentMiddleware):
         if config is None:
             path = default_config_path()
             config = load_memory_config(path, agent_name=agent_name) if path else MemoryConfig()
-        if agent_name is not None and config.agent_name != agent_name:
-            # validated like the config's own field (model_copy would skip the check)
-            config = MemoryConfig.model_validate({**config.__dict__, "agent_name": agent_name})
+        config = config.for_agent(agent_name)
         self.service = MemoryService.acquire(
             config, model=model, storage=storage, embeddings=embeddings
         )

@@ -262,6 +262,13 @@ class MemoryConfig(BaseModel):
             raise ValueError(f"agent name must match {AGENT_NAME_PATTERN.pattern}, got {value!r}")
         return value
 
+    def for_agent(self, agent_name: str | None) -> MemoryConfig:
+        """This configuration for ``agent_name`` (itself when None or already that agent),
+        validated like the field itself (``model_copy`` would skip the check)."""
+        if agent_name is None or self.agent_name == agent_name:
+            return self
+        return MemoryConfig.model_validate({**self.__dict__, "agent_name": agent_name})
+
     @classmethod
     def from_yaml(
         cls, path: str | os.PathLike[str], *, agent_name: str | None = None
