@@ -32,21 +32,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import PrivateAttr
+from langchain_core.messages import BaseMessage
 
-from deermem_middleware import FactSelector, MemoryConfig
+from deermem_middleware import MemoryConfig
 from deermem_middleware.extraction.extractor import MemoryExtractor
-from deermem_middleware.injection.render import render_memory_block
+from deermem_middleware.injection.render import render_memory
 from deermem_middleware.injection.tokens import char_token_count
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
+from deermem_middleware.retrieval.selector import FactSelector
 from deermem_middleware.runtime.scheduler import DebounceTable
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope, StoredMemory
+from deermem_middleware.testing import ScriptedChatModel
 
 WORDS = [
     "service",
@@ -160,45 +158,32 @@ def steady_workload(users: int, turns: int, seed: int = 7) -> list[ThreadPlan]:
     return plans
 
 
-class CountingChatModel(BaseChatModel):
-    """Answers every extraction with one new fact; records prompt tokens per call."""
+def one_fact_answer() -> Any:
+    """An extraction answer function: every call adds one new fact and rewrites topOfMind."""
+    calls = [0]
 
-    _prompts: list[int] = PrivateAttr(default_factory=list)
-    _n: int = PrivateAttr(default=0)
+    def answer(messages: list[BaseMessage]) -> str:
+        calls[0] += 1
+        n = calls[0]
+        return json.dumps(
+            {
+                "user": {
+                    "topOfMind": {"shouldUpdate": True, "summary": sentence(random.Random(n), 20)}
+                },
+                "history": {},
+                "newFacts": [
+                    {"content": f"User detail number {n}", "category": "context", "confidence": 0.9}
+                ],
+                "factsToRemove": [],
+            }
+        )
 
-    @property
-    def _llm_type(self) -> str:
-        return "counting"
+    return answer
 
-    @property
-    def prompt_tokens(self) -> list[int]:
-        return self._prompts
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self._prompts.append(sum(char_token_count(str(m.content)) for m in messages))
-        self._n += 1
-        answer = {
-            "user": {
-                "topOfMind": {"shouldUpdate": True, "summary": sentence(random.Random(self._n), 20)}
-            },
-            "history": {},
-            "newFacts": [
-                {
-                    "content": f"User detail number {self._n}",
-                    "category": "context",
-                    "confidence": 0.9,
-                }
-            ],
-            "factsToRemove": [],
-        }
-        message = AIMessage(json.dumps(answer))
-        return ChatResult(generations=[ChatGeneration(message=message)])
+def prompt_tokens(model: ScriptedChatModel) -> list[int]:
+    """The prompt tokens of each call the model received."""
+    return [sum(char_token_count(str(m.content)) for m in call) for call in model.calls]
 
 
 class NoWatermarkStorage(InMemoryStorage):
@@ -236,7 +221,7 @@ def simulate(
     max_wait: float | None,
     watermark: bool,
 ) -> Result:
-    model = CountingChatModel()
+    model = ScriptedChatModel(answers=[one_fact_answer()])
     extractor = MemoryExtractor(model)
     storage = InMemoryStorage() if watermark else NoWatermarkStorage()
     sim_now = [0.0]
@@ -277,8 +262,9 @@ def simulate(
             run(table.pop_due(at), at)
     while (deadline := table.next_deadline()) is not None:
         run(table.pop_due(deadline), deadline)
-    result.extraction_calls = len(model.prompt_tokens)
-    result.prompt_tokens = sum(model.prompt_tokens)
+    tokens = prompt_tokens(model)
+    result.extraction_calls = len(tokens)
+    result.prompt_tokens = sum(tokens)
     return result
 
 
@@ -303,7 +289,7 @@ def injection_tokens(n: int, config: MemoryConfig) -> tuple[int, int]:
     turns = [Turn("user", "How should I plan the database migration for the release?", "q")]
     picked = FactSelector().select("bench", memory, turns)
     ours = char_token_count(
-        render_memory_block(memory, picked, max_tokens=config.max_injection_tokens)
+        render_memory(memory, picked, max_tokens=config.max_injection_tokens).text
     )
     everything = sum(char_token_count(f.content) + 6 for f in facts)
     return ours, everything

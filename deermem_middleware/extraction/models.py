@@ -30,6 +30,7 @@ def build_chat_model(config: ModelConfig, *, resources: list[Any] | None = None)
     """
     provider = config.provider.strip().lower()
     api_key = config.api_key.get_secret_value() if config.api_key is not None else None
+    options = _common_options(config)
     if provider == "local":
         from deermem_middleware.extraction.local_llm import LocalLLMError, LocalLLMServer
 
@@ -40,57 +41,50 @@ def build_chat_model(config: ModelConfig, *, resources: list[Any] | None = None)
             raise ConfigError(f"memory.model (provider: local): {exc}") from exc
         if resources is not None:
             resources.append(server)
-        options: dict[str, Any] = {"temperature": config.temperature}
-        if config.max_tokens is not None:
-            options["max_tokens"] = config.max_tokens
         if config.extra_body:
             options["extra_body"] = dict(config.extra_body)
         model: BaseChatModel = server.chat_model(**options)
         return model
+    if config.base_url:
+        options["base_url"] = config.base_url
+    if api_key:
+        options["api_key"] = api_key
     if provider in ("openai", "openai-compatible", "openai_compatible"):
         from langchain_openai import ChatOpenAI
 
-        kwargs: dict[str, Any] = {
-            "model": config.model or DEFAULT_OPENAI_MODEL,
-            "temperature": config.temperature,
-            "max_retries": config.max_retries,
-        }
-        if config.max_tokens is not None:
-            kwargs["max_tokens"] = config.max_tokens
+        options["model"] = config.model or DEFAULT_OPENAI_MODEL
+        options["max_retries"] = config.max_retries
         if config.timeout is not None:
-            kwargs["timeout"] = config.timeout
-        if config.base_url:
-            kwargs["base_url"] = config.base_url
-        if api_key:
-            kwargs["api_key"] = api_key
-        elif config.base_url:
-            kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
+            options["timeout"] = config.timeout
+        if not api_key and config.base_url:
+            options["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
         if config.extra_body:
-            kwargs["extra_body"] = dict(config.extra_body)
+            options["extra_body"] = dict(config.extra_body)
         elif is_local_base_url(config.base_url):
-            kwargs["extra_body"] = dict(LOCAL_SAMPLING)  # llama.cpp-only options, loopback only
+            options["extra_body"] = dict(LOCAL_SAMPLING)  # llama.cpp-only options, loopback only
         try:
-            return ChatOpenAI(**kwargs)
+            return ChatOpenAI(**options)
         except Exception as exc:  # missing OPENAI_API_KEY and the like
             raise ConfigError(f"memory.model: cannot build ChatOpenAI: {exc}") from exc
     if not config.model:
         raise ConfigError(f"memory.model.model is required for provider {config.provider!r}")
     from langchain.chat_models import init_chat_model
 
-    extra: dict[str, Any] = {"temperature": config.temperature}
-    if config.max_tokens is not None:
-        extra["max_tokens"] = config.max_tokens
-    if config.base_url:
-        extra["base_url"] = config.base_url
-    if api_key:
-        extra["api_key"] = api_key
     try:
-        return init_chat_model(config.model, model_provider=provider, **extra)
+        return init_chat_model(config.model, model_provider=provider, **options)
     except Exception as exc:
         raise ConfigError(
             f"memory.model: cannot build a {config.provider!r} chat model ({exc}); is its "
             "integration package installed?"
         ) from exc
+
+
+def _common_options(config: ModelConfig) -> dict[str, Any]:
+    """The options every provider takes: temperature, and max_tokens when set."""
+    options: dict[str, Any] = {"temperature": config.temperature}
+    if config.max_tokens is not None:
+        options["max_tokens"] = config.max_tokens
+    return options
 
 
 def resolve_model(model: BaseChatModel | str | None) -> BaseChatModel | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -167,6 +167,15 @@ MAX_LISTED_REJECTIONS = 50
 with thousands of bad items cannot flood the log."""
 
 
+def _list_field(data: Mapping[str, Any], key: str, reject: Callable[[str, str], None]) -> list[Any]:
+    """``data[key]`` when it is a list; [] when absent, or (rejected) when it is not a list."""
+    raw = data.get(key)
+    if raw is not None and not isinstance(raw, list):
+        reject(key, f"expected a list, got {type(raw).__name__}")
+        return []
+    return raw or []
+
+
 def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
     """Validate each part of a raw answer on its own; return the update and the rejections.
 
@@ -215,11 +224,7 @@ def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
                 reject(where, _error_text(exc))
 
     facts: list[NewFact] = []
-    raw_facts = data.get("newFacts")
-    if raw_facts is not None and not isinstance(raw_facts, list):
-        reject("newFacts", f"expected a list, got {type(raw_facts).__name__}")
-        raw_facts = None
-    for index, raw in enumerate(raw_facts or []):
+    for index, raw in enumerate(_list_field(data, "newFacts", reject)):
         where = f"newFacts[{index}]"
         if len(facts) >= MAX_FACTS_PER_UPDATE:
             reject(where, f"more than {MAX_FACTS_PER_UPDATE} new facts in one update")
@@ -233,11 +238,7 @@ def parse_update(data: Any) -> tuple[MemoryUpdate, list[str]]:
             reject(where, _error_text(exc))
 
     removals: list[str] = []
-    raw_removals = data.get("factsToRemove")
-    if raw_removals is not None and not isinstance(raw_removals, list):
-        reject("factsToRemove", f"expected a list, got {type(raw_removals).__name__}")
-        raw_removals = None
-    for index, raw in enumerate(raw_removals or []):
+    for index, raw in enumerate(_list_field(data, "factsToRemove", reject)):
         where = f"factsToRemove[{index}]"
         if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
             raw = raw["id"]

@@ -89,17 +89,17 @@ def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[
     facts = [f for f in memory.facts if f.status == "active"]
     if len(facts) <= max_facts:
         return facts
-    from deermem_middleware.retrieval.selector import (
+    from deermem_middleware.retrieval.scoring import (
         FactIndex,
         SelectionParams,
         SelectionQuery,
         rank,
-        score_facts,
+        score_parts,
     )
 
     index = FactIndex(facts)
     query = SelectionQuery("\n".join(t.text for t in turns))
-    scores = score_facts(index, query, SelectionParams())[0]
+    scores = score_parts(index, query, SelectionParams())[0]
     return [facts[i] for i in rank(index, scores, max_facts)]
 
 

@@ -111,17 +111,23 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
+def _log_withheld(kind: str, name: str, text: str, reason: str) -> None:
+    """One WARNING per withheld item and text (a model call per turn must not flood the log)."""
+    if _withheld_log.first_time(f"{kind}:{name}:{_digest(text)}"):
+        logger.warning(
+            "memory %s %s not injected: it reads as an instruction to the assistant (%s); it "
+            "stays in storage untouched",
+            kind,
+            name,
+            reason,
+        )
+
+
 def _render_fact_text(fact_id: str, content: str) -> str | None:
     """The text of a fact line: as is (data), quoted (directive), or None (injection)."""
     verdict = assess_memory_text(content)
     if verdict.kind == "injection":
-        if _withheld_log.first_time(f"fact:{fact_id}:{_digest(content)}"):
-            logger.warning(
-                "memory fact %s not injected: it reads as an instruction to the assistant "
-                "(%s); it stays in storage untouched",
-                fact_id,
-                verdict.reason,
-            )
+        _log_withheld("fact", fact_id, content, verdict.reason)
         return None
     if verdict.kind == "directive":
         return quote_user_statement(content)
@@ -132,13 +138,7 @@ def _render_summary(field: str, summary: str) -> str | None:
     """A summary: as is, with its directive sentences quoted, or None (injection)."""
     verdict = assess_memory_text(summary)
     if verdict.kind == "injection":
-        if _withheld_log.first_time(f"section:{field}:{_digest(summary)}"):
-            logger.warning(
-                "memory section %s not injected: it reads as an instruction to the assistant "
-                "(%s); it stays in storage untouched",
-                field,
-                verdict.reason,
-            )
+        _log_withheld("section", field, summary, verdict.reason)
         return None
     if verdict.kind == "data":
         return escape_memory_text(summary)

@@ -35,7 +35,6 @@ __all__ = [
     "minmax",
     "newer_competitors_first",
     "rank",
-    "score_facts",
     "score_parts",
     "time_bonus",
 ]
@@ -365,32 +364,6 @@ def _fused(lexical: np.ndarray, semantic: np.ndarray | None, lexical_weight: flo
     return lexical_weight * minmax(lexical) + (1.0 - lexical_weight) * minmax(semantic)
 
 
-def score_facts(
-    index: FactIndex,
-    query: SelectionQuery,
-    params: SelectionParams,
-    *,
-    primary_vector: np.ndarray | None = None,
-    context_vector: np.ndarray | None = None,
-    now: datetime | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """(score, relevance, lexical, semantic) per fact. Pure: no I/O, no model calls.
-
-    The vectors are the embeddings of ``query.primary`` / ``query.context``; they are used only
-    when the index has fact vectors (``index.dense``). ``now`` resolves the periods a question
-    names ("last month"); without it only "now"/"when" questions use the time route.
-    :func:`score_parts` also returns the time route's part.
-    """
-    return score_parts(
-        index,
-        query,
-        params,
-        primary_vector=primary_vector,
-        context_vector=context_vector,
-        now=now,
-    )[:4]
-
-
 def score_parts(
     index: FactIndex,
     query: SelectionQuery,
@@ -401,7 +374,9 @@ def score_parts(
     now: datetime | None = None,
     intent: TimeIntent | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """:func:`score_facts` plus the time route's bonus per fact (before ``time_weight``).
+    """(score, relevance, lexical, semantic, time bonus) per fact. Pure: no I/O, no model calls.
+
+    The time route's bonus is before ``time_weight``.
 
     ``intent``: the question's :class:`TimeIntent` when the caller has it (else it is read from
     ``query.primary`` against ``now``)."""

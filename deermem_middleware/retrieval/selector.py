@@ -47,7 +47,7 @@ from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.time import TimeIntent
 from deermem_middleware.retrieval.embeddings import EmbeddingStore
-from deermem_middleware.retrieval.lexical import CharNgramIndex, WordTfidfIndex
+from deermem_middleware.retrieval.lexical import CharNgramIndex
 from deermem_middleware.retrieval.scoring import (
     _NO_INTENT,
     FactIndex,
@@ -56,29 +56,12 @@ from deermem_middleware.retrieval.scoring import (
     SelectionQuery,
     _about_the_present,
     _cached_intent,
-    minmax,
     newer_competitors_first,
     rank,
-    score_facts,
     score_parts,
-    time_bonus,
 )
 
-__all__ = [
-    "CharNgramIndex",
-    "FactIndex",
-    "FactSelector",
-    "ScoredFact",
-    "SelectionParams",
-    "SelectionQuery",
-    "WordTfidfIndex",
-    "minmax",
-    "newer_competitors_first",
-    "rank",
-    "score_facts",
-    "score_parts",
-    "time_bonus",
-]
+__all__ = ["FactSelector", "ScoredFact", "SelectionParams", "SelectionQuery"]
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,22 @@ layer is about minutes, not seconds.)
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["CircuitBreaker", "describe_failure", "is_transient"]
+from deermem_middleware.runtime.scheduler import RetryLater
+
+if TYPE_CHECKING:
+    from deermem_middleware.config import MemoryConfig
+    from deermem_middleware.runtime.updater import CaptureJob
+
+__all__ = ["CircuitBreaker", "describe_failure", "is_transient", "retry_for_failure"]
+
+logger = logging.getLogger(__name__)
 
 
 _MAX_DOUBLINGS = 62
@@ -104,3 +114,59 @@ def describe_failure(exc: BaseException) -> str:
     prefix = f"HTTP {status} " if status else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{prefix}{type(exc).__name__}: {text[:300]}"
+
+
+def retry_for_failure(
+    exc: Exception, job: CaptureJob, breaker: CircuitBreaker, config: MemoryConfig
+) -> RetryLater | None:
+    """What to do with ``job`` after its update raised ``exc``: when to try again (the work
+    stays pending), or None when there is nothing to retry. Logs the decision.
+
+    - the model answered with nothing usable: None, memory stays as it was (the turns stay below
+      the watermark, so the thread's next capture offers them again); the breaker closes;
+    - other writers kept winning the race: soon, jittered; the breaker is not involved;
+    - this scope's storage failed: not the endpoint, so no breaker and other users go on; once
+      extracted, only the save is retried (no new model call);
+    - anything else (timeouts, 5xx, 429...): the breaker's back-off.
+    """
+    from deermem_middleware.extraction.extractor import ExtractionError
+    from deermem_middleware.runtime.updater import SaveFailed
+    from deermem_middleware.storage.base import RevisionConflict, StorageError
+
+    user, thread = job.scope.user_id, job.thread_id
+    if isinstance(exc, ExtractionError):
+        breaker.record_success()
+        logger.error("memory update for user %r thread %r skipped: %s", user, thread, exc)
+        return None
+    if isinstance(exc, RevisionConflict):
+        return RetryLater(random.uniform(0.05, 0.5), str(exc))
+    if isinstance(exc, StorageError):
+        retry = exc.job if isinstance(exc, SaveFailed) else job
+        attempts = retry.extracted.attempts if retry.extracted is not None else 1
+        delay = min(
+            config.retry_max_seconds,
+            config.retry_base_seconds * 5 * 2.0 ** min(attempts - 1, 30),
+        )
+        logger.error(
+            "memory update for user %r thread %r could not be stored (%s); kept pending, "
+            "next try in %.0fs%s",
+            user,
+            thread,
+            exc,
+            delay,
+            " (the save only: the update is already extracted)" if retry.extracted else "",
+        )
+        return RetryLater(delay, str(exc), payload=retry)
+    delay = breaker.record_failure()
+    logger.warning(
+        "memory update for user %r thread %r failed (%s; %d consecutive failure(s)); "
+        "kept pending, next try in %.1fs%s",
+        user,
+        thread,
+        describe_failure(exc),
+        breaker.failures,
+        delay,
+        " (circuit breaker open)" if breaker.is_open else "",
+        exc_info=None if is_transient(exc) else exc,
+    )
+    return RetryLater(delay, describe_failure(exc))

@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import json
 import logging
-import random
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from deermem_middleware.config import MemoryConfig
-from deermem_middleware.extraction.extractor import ExtractionError, MemoryExtractor
+from deermem_middleware.extraction.extractor import MemoryExtractor
 from deermem_middleware.extraction.models import build_chat_model, resolve_model
 from deermem_middleware.injection.ledger import InjectionLedger, InjectionRecord
 from deermem_middleware.injection.recall import Recall
@@ -46,16 +43,17 @@ from deermem_middleware.retrieval.selector import (
     SelectionParams,
 )
 from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
-from deermem_middleware.runtime.retry import CircuitBreaker, describe_failure, is_transient
+from deermem_middleware.runtime.recovery import take_over_orphans
+from deermem_middleware.runtime.registry import ENGINES, engine_key
+from deermem_middleware.runtime.retry import CircuitBreaker, retry_for_failure
 from deermem_middleware.runtime.scheduler import DebounceScheduler, RetryLater
-from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, SaveFailed, UpdateOutcome
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome
 from deermem_middleware.storage.base import (
     DEFAULT_AGENT,
     CorruptedMemoryError,
     MemoryScope,
     MemoryStorage,
-    RevisionConflict,
-    StorageError,
+    PurgeReceipt,
 )
 from deermem_middleware.storage.factory import open_storage, wrap_storage
 from deermem_middleware.storage.journal import PendingJournal, job_token
@@ -66,33 +64,6 @@ logger = logging.getLogger(__name__)
 
 SchedulerKey = tuple[MemoryScope, str]
 UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
-
-
-def _identity(value: Any) -> Hashable:
-    """What makes two adapters' argument "the same": equal text, or the very same object."""
-    if value is None or isinstance(value, str):
-        return ("value", value)
-    return ("object", id(value))
-
-
-def _config_key(config: MemoryConfig) -> str:
-    """The configuration as canonical text, secrets by digest (two API keys are two engines)."""
-
-    def plain(value: Any) -> Any:
-        if hasattr(value, "get_secret_value"):
-            secret = str(value.get_secret_value()).encode("utf-8", "backslashreplace")
-            return {"secret": hashlib.blake2b(secret, digest_size=16).hexdigest()}
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [plain(v) for v in value]
-        return value
-
-    return json.dumps(plain(config.model_dump()), sort_keys=True, default=str)
-
-
-_ENGINES: dict[Hashable, MemoryService] = {}
-_ENGINES_LOCK = threading.Lock()
 
 
 class MemoryService:
@@ -109,12 +80,8 @@ class MemoryService:
         embeddings: Embeddings | str | None = None,
     ) -> None:
         config = config or MemoryConfig()
-        if agent_name is not None and config.agent_name != agent_name:
-            # validated like the config's own field (model_copy would skip the check)
-            config = MemoryConfig.model_validate({**config.__dict__, "agent_name": agent_name})
+        config = config.for_agent(agent_name)
         self.config = config
-        self._key: Hashable | None = None
-        self._users = 0
         self._closed = False
         self.agent_name = config.agent_name or DEFAULT_AGENT
         if storage is None:
@@ -169,26 +136,15 @@ class MemoryService:
         """The process's engine for this configuration (and these model, storage and
         embeddings objects), built on first use; every call counts one user: call
         :meth:`release` when done."""
-        key = (_config_key(config), _identity(model), _identity(storage), _identity(embeddings))
-        with _ENGINES_LOCK:
-            engine = _ENGINES.get(key)
-            if engine is None or engine._closed:
-                engine = cls(config, model=model, storage=storage, embeddings=embeddings)
-                engine._key = key
-                _ENGINES[key] = engine
-            engine._users += 1
-            return engine
+        return ENGINES.acquire(
+            engine_key(config, model, storage, embeddings),
+            lambda: cls(config, model=model, storage=storage, embeddings=embeddings),
+        )
 
     def release(self, timeout: float | None = 10.0) -> bool:
         """One user fewer; the last one closes the engine (see :meth:`close`). True when
         nothing was left pending (or others still use it)."""
-        with _ENGINES_LOCK:
-            self._users = max(0, self._users - 1)
-            if self._users > 0:
-                return True
-            if self._key is not None and _ENGINES.get(self._key) is self:
-                del _ENGINES[self._key]
-        return self.close(timeout)
+        return ENGINES.release(self, timeout)
 
     @property
     def closed(self) -> bool:
@@ -198,7 +154,7 @@ class MemoryService:
     @property
     def users(self) -> int:
         """Adapters currently sharing this engine (0 for a private one)."""
-        return self._users
+        return ENGINES.users(self)
 
     # -- construction helpers ----------------------------------------------------------------
 
@@ -222,32 +178,10 @@ class MemoryService:
             return 0
         if orphan_after_seconds is None:
             orphan_after_seconds = max(600.0, 4 * (self.config.max_wait_seconds or 0.0))
-        try:
-            entries = self.journal.entries()
-        except Exception:
-            logger.exception("reading the pending-update journal failed; nothing replayed")
-            return 0
-        replayed = 0
-        for entry in entries:
-            if entry.scope.agent_name != self.agent_name:
-                continue  # another agent's middleware replays its own (its model, its config)
-            if not entry.owner_is_gone(orphan_after_seconds):
-                continue
-            job = CaptureJob(
-                entry.scope, entry.thread_id, entry.turns, conversation=entry.conversation
-            )
-            try:
-                self.journal.put(job.scope, job.thread_id, job.turns, job.conversation)  # ours
-            except Exception:
-                logger.exception("taking over journal entry of thread %r failed", job.thread_id)
-                continue
+        jobs = take_over_orphans(self.journal, self.agent_name, orphan_after_seconds)
+        for job in jobs:
             self.scheduler.submit((job.scope, job.thread_id), job)
-            replayed += 1
-        if replayed:
-            logger.warning(
-                "memory: replaying %d pending update(s) left by a process that stopped", replayed
-            )
-        return replayed
+        return len(jobs)
 
     # -- the extraction model ----------------------------------------------------------------
 
@@ -296,54 +230,12 @@ class MemoryService:
             raise RetryLater(wait, "circuit breaker open")
         try:
             outcome = self.updater.run(job)
-        except ExtractionError as exc:
-            # the model answered, but with nothing usable: memory is left as it was; the turns
-            # stay below the watermark, so the thread's next capture offers them again
-            self.breaker.record_success()
-            logger.error(
-                "memory update for user %r thread %r skipped: %s",
-                job.scope.user_id,
-                job.thread_id,
-                exc,
-            )
-            self._journal_done(job)
-            return
-        except RevisionConflict as exc:
-            # other writers kept winning the race: try again soon (jittered), no breaker
-            raise RetryLater(random.uniform(0.05, 0.5), str(exc)) from exc
-        except StorageError as exc:
-            # this scope's storage, not the endpoint: no breaker, other users go on; the work
-            # stays pending, and once extracted only the save is retried (no new model call)
-            retry = exc.job if isinstance(exc, SaveFailed) else job
-            attempts = retry.extracted.attempts if retry.extracted is not None else 1
-            delay = min(
-                self.config.retry_max_seconds,
-                self.config.retry_base_seconds * 5 * 2.0 ** min(attempts - 1, 30),
-            )
-            logger.error(
-                "memory update for user %r thread %r could not be stored (%s); kept pending, "
-                "next try in %.0fs%s",
-                job.scope.user_id,
-                job.thread_id,
-                exc,
-                delay,
-                " (the save only: the update is already extracted)" if retry.extracted else "",
-            )
-            raise RetryLater(delay, str(exc), payload=retry) from exc
         except Exception as exc:
-            delay = self.breaker.record_failure()
-            logger.warning(
-                "memory update for user %r thread %r failed (%s; %d consecutive failure(s)); "
-                "kept pending, next try in %.1fs%s",
-                job.scope.user_id,
-                job.thread_id,
-                describe_failure(exc),
-                self.breaker.failures,
-                delay,
-                " (circuit breaker open)" if self.breaker.is_open else "",
-                exc_info=None if is_transient(exc) else exc,
-            )
-            raise RetryLater(delay, describe_failure(exc)) from exc
+            retry = retry_for_failure(exc, job, self.breaker, self.config)
+            if retry is not None:
+                raise retry from exc
+            self._journal_done(job)  # nothing usable came back: the job ends (logged)
+            return
         self.breaker.record_success()
         if outcome.status == "no_model":
             with self._extractor_lock:
@@ -433,6 +325,37 @@ class MemoryService:
     def get_memory(self, user_id: str = "default", agent_name: str | None = None) -> Memory:
         """The stored memory document of a user (and agent; default: this middleware's)."""
         return self.storage.load(self.scope(user_id, agent_name)).memory
+
+    def forget_user(
+        self,
+        user_id: str,
+        agent_name: str | None = None,
+        confirm: Callable[[list[MemoryScope]], bool] | None = None,
+    ) -> PurgeReceipt | None:
+        """Erase a user (one agent's memory with ``agent_name``): pending captures, everything
+        the storage holds (:meth:`MemoryStorage.purge`), cached indexes and embedding vectors.
+        ``confirm`` sees the scopes found first; None when it declines (nothing deleted)."""
+        found = {s for s in self.storage.list_scopes() if s.user_id == user_id}
+        if self.journal is not None:
+            found.update(e.scope for e in self.journal.entries() if e.scope.user_id == user_id)
+        if agent_name is not None:  # its leftovers go even without a document
+            found = {s for s in found if s.agent_name == agent_name}
+            found.add(MemoryScope(user_id, agent_name))
+        scopes = sorted(found)
+        if confirm is not None and not confirm(scopes):
+            return None
+        journal = self.journal
+        pending = [(s, journal.forget(s)) for s in scopes] if journal is not None else []
+        receipt = self.storage.purge(user_id, agent_name)
+        for scope, count in pending:
+            receipt.add_pending(scope, count)
+        for scope in scopes:
+            self.selector.forget(scope)
+        embeddings, texts = self.selector.embeddings, receipt.texts
+        if embeddings is not None and texts:
+            embeddings.forget(texts)
+            receipt.add(f"embedding cache: dropped the vectors of {len(texts)} fact text(s)")
+        return receipt
 
     def render_memory(
         self,

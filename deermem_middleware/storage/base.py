@@ -13,7 +13,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ __all__ = [
     "MemoryScope",
     "MemoryStorage",
     "Mutate",
+    "PurgeReceipt",
     "RevisionConflict",
     "StorageError",
     "StoredMemory",
@@ -108,6 +109,51 @@ class CorruptedMemoryError(StorageError):
         self.reason = reason
 
 
+@dataclass
+class PurgeReceipt:
+    """What a purge deleted, line by line, for the person to keep, with the counts.
+
+    :attr:`lines` lists each scope's document and pending captures (scopes sorted), then the
+    other files and keys in the order they went; :attr:`texts` are the deleted facts' contents,
+    so the caller can drop their embedding vectors.
+    """
+
+    documents: int = 0
+    facts: int = 0
+    pending: int = 0
+    files: int = 0
+    keys: int = 0
+    texts: list[str] = field(default_factory=list)
+    _scoped: dict[MemoryScope, list[str]] = field(default_factory=dict, repr=False)
+    _other: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def lines(self) -> list[str]:
+        scoped = [line for scope in sorted(self._scoped) for line in self._scoped[scope]]
+        return [*scoped, *self._other]
+
+    def add(self, line: str) -> None:
+        """A deleted file, key or folder (or a note), listed after the documents."""
+        self._other.append(line)
+
+    def add_document(self, scope: MemoryScope, where: str, stored: StoredMemory | None) -> None:
+        """The document of ``scope`` at ``where`` was deleted (``stored`` None: unreadable)."""
+        texts = [f.content for f in stored.memory.facts] if stored is not None else []
+        state = f"revision {stored.revision}, " if stored is not None else "unreadable, "
+        self.documents += 1
+        self.facts += len(texts)
+        self.texts.extend(texts)
+        line = f"document {where} ({state}{len(texts)} fact(s))"
+        self._scoped.setdefault(scope, []).insert(0, line)  # before its pending captures
+
+    def add_pending(self, scope: MemoryScope, count: int) -> None:
+        """``count`` pending captures of ``scope`` were dropped from the journal."""
+        if count:
+            self.pending += count
+            line = f"pending captures of agent {scope.agent_name!r}: {count}"
+            self._scoped.setdefault(scope, []).append(line)
+
+
 Mutate = Callable[[Memory], "Memory | None"]
 """A change to a document: the new document, or None (or the document itself) for "nothing to
 write"."""
@@ -120,7 +166,8 @@ class MemoryStorage(ABC):
     :meth:`save` (compare-and-set on the revision), :meth:`delete` and :meth:`list_scopes` — and
     inherits the rest, overriding what it can do better: :meth:`update` (one compare-and-set
     loop that the updater and the command line share; the file backend runs it under its lock),
-    :meth:`journal` (where pending captures are recorded), :meth:`setup` and :meth:`close`.
+    :meth:`purge` (erase a user; backends sweep their own leftovers too), :meth:`journal`
+    (where pending captures are recorded), :meth:`setup` and :meth:`close`.
     Callers never probe for capabilities: every storage has them all.
     """
 
@@ -167,6 +214,24 @@ class MemoryStorage(ABC):
                     raise
                 time.sleep(random.uniform(0, min(0.25, 0.002 * 2 ** min(conflicts, 10))))
                 stored = self.load(scope)
+
+    def purge(self, user_id: str, agent_name: str | None = None) -> PurgeReceipt:
+        """Delete every stored document of ``user_id`` (only agent ``agent_name``'s when given),
+        each read first to count its facts (an unreadable one is deleted all the same).
+        Backends extend it to sweep what else names the user (copies, locks, journal entries)."""
+        MemoryScope(user_id, DEFAULT_AGENT if agent_name is None else agent_name)  # blank: refused
+        receipt = PurgeReceipt()
+        for scope in self.list_scopes():
+            if scope.user_id != user_id or agent_name not in (None, scope.agent_name):
+                continue
+            try:
+                stored: StoredMemory | None = self.load(scope)
+            except CorruptedMemoryError:
+                stored = None
+            where = self.describe(scope)
+            if self.delete(scope):
+                receipt.add_document(scope, where, stored)
+        return receipt
 
     def journal(self, *, fsync: bool = False) -> PendingJournal:
         """Where this storage's pending captures are recorded until stored (default: in this

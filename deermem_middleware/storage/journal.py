@@ -31,10 +31,11 @@ import secrets
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.storage.base import MemoryScope
@@ -179,8 +180,10 @@ def _read_entry(path: Path) -> Any:
     return value
 
 
-class PendingJournal(Protocol):
-    """Where pending captures are recorded until their update is stored."""
+class PendingJournal(ABC):
+    """Where pending captures are recorded until their update is stored: one entry per
+    (scope, thread), replaced whole by the thread's next capture. A journal implements
+    :meth:`replace`, :meth:`done`, :meth:`entries` and :meth:`forget`; :meth:`put` is shared."""
 
     def put(
         self,
@@ -189,39 +192,36 @@ class PendingJournal(Protocol):
         turns: tuple[Turn, ...],
         conversation: str | None = None,
     ) -> None:
-        """Record (replace) the pending capture of this thread."""
-        ...
+        """Record (replace) the pending capture of this thread, owned by this process."""
+        self.replace(JournalEntry.mine(scope, thread_id, turns, conversation))
 
+    @abstractmethod
+    def replace(self, entry: JournalEntry) -> None:
+        """Store ``entry`` in place of its thread's previous one."""
+
+    @abstractmethod
     def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
         """Remove the entry if it is still the capture identified by ``token``."""
-        ...
 
+    @abstractmethod
     def entries(self) -> list[JournalEntry]:
         """Every recorded entry (unreadable ones are set aside and logged)."""
-        ...
 
+    @abstractmethod
     def forget(self, scope: MemoryScope) -> int:
         """Remove every entry of ``scope``; returns how many."""
-        ...
 
 
-class InMemoryJournal:
+class InMemoryJournal(PendingJournal):
     """A journal that lives as long as the process (for storages that are not durable either)."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[MemoryScope, str], JournalEntry] = {}
         self._lock = threading.Lock()
 
-    def put(
-        self,
-        scope: MemoryScope,
-        thread_id: str,
-        turns: tuple[Turn, ...],
-        conversation: str | None = None,
-    ) -> None:
-        entry = JournalEntry.mine(scope, thread_id, turns, conversation)
+    def replace(self, entry: JournalEntry) -> None:
         with self._lock:
-            self._entries[(scope, thread_id)] = entry
+            self._entries[(entry.scope, entry.thread_id)] = entry
 
     def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
         with self._lock:
@@ -241,7 +241,7 @@ class InMemoryJournal:
             return len(keys)
 
 
-class FileJournal:
+class FileJournal(PendingJournal):
     """Journal entries as JSON files: ``<root>/<user>/<agent>/<thread>.json``."""
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = False) -> None:
@@ -258,19 +258,12 @@ class FileJournal:
             / f"{file_name(thread_id)}.json"
         )
 
-    def put(
-        self,
-        scope: MemoryScope,
-        thread_id: str,
-        turns: tuple[Turn, ...],
-        conversation: str | None = None,
-    ) -> None:
+    def replace(self, entry: JournalEntry) -> None:
         """Replace the thread's entry atomically: the new entry whole, or the old one whole.
 
         Raises ``OSError`` when the entry cannot be written (a full disk); the previous entry
         is then still there."""
-        entry = JournalEntry.mine(scope, thread_id, turns, conversation)
-        path = self.path_for(scope, thread_id)
+        path = self.path_for(entry.scope, entry.thread_id)
         payload = json.dumps(entry.to_json(), ensure_ascii=False).encode("utf-8")
         temp = path.with_name(f".{path.name}.{entry.pid}-{threading.get_ident()}.tmp")
         with self._lock:

@@ -45,6 +45,7 @@ from deermem_middleware.storage.base import (
     MemoryScope,
     MemoryStorage,
     Mutate,
+    PurgeReceipt,
     RevisionConflict,
     StoredMemory,
 )
@@ -130,6 +131,8 @@ class JSONFileStorage(MemoryStorage):
                 f"on_corruption must be 'quarantine' or 'raise', got {on_corruption!r}"
             )
         self.root = Path(root).expanduser()
+        self.pending_root = self.root / "pending"
+        """Where :meth:`journal` keeps pending captures (swept by :meth:`purge`)."""
         self._fsync = fsync
         self.on_corruption = on_corruption
         self._cache: dict[Path, tuple[tuple[int, int, int, int], StoredMemory]] = {}
@@ -280,11 +283,11 @@ class JSONFileStorage(MemoryStorage):
             return self._store_locked(scope, path, memory, revision + 1)
 
     def journal(self, *, fsync: bool = False) -> PendingJournal:
-        """One file per pending thread under ``<root>/pending`` (see
+        """One file per pending thread under :attr:`pending_root` (see
         :mod:`deermem_middleware.storage.journal`)."""
         from deermem_middleware.storage.journal import FileJournal
 
-        return FileJournal(self.root / "pending", fsync=fsync)
+        return FileJournal(self.pending_root, fsync=fsync)
 
     def _store_locked(self, scope: MemoryScope, path: Path, memory: Memory, revision: int) -> int:
         document: dict[str, Any] = {
@@ -383,3 +386,44 @@ class JSONFileStorage(MemoryStorage):
                     continue
                 scopes.append(MemoryScope(decode_name(user_dir.name), decode_name(doc.stem)))
         return scopes
+
+    def purge(self, user_id: str, agent_name: str | None = None) -> PurgeReceipt:
+        """The documents (see :meth:`MemoryStorage.purge`), then what else names the user:
+        quarantined copies, lock and temp files, journal files, and the folders left empty."""
+        receipt = super().purge(user_id, agent_name)
+        user = file_name(user_id)
+        documents, pending = self.root / "users" / user, self.pending_root / user
+        if agent_name is None:
+            self._remove_tree(documents, receipt)
+            self._remove_tree(pending, receipt)
+            return receipt
+        agent = file_name(agent_name)
+        stem = f"{agent}.json"
+        copies = sorted(documents.iterdir()) if documents.is_dir() else []
+        copies = [
+            p for p in copies if p.name == stem or p.name.startswith((f"{stem}.", f".{stem}."))
+        ]
+        for folder, doomed in ((documents, copies), (pending, [pending / agent])):
+            for path in doomed:
+                self._remove_tree(path, receipt)
+            with contextlib.suppress(OSError):
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+                    receipt.add(f"folder {folder.relative_to(self.root)}")
+        return receipt
+
+    def _remove_tree(self, path: Path, receipt: PurgeReceipt) -> None:
+        """Delete ``path`` with every file under it (listing each), folders deepest first."""
+        if not path.exists():
+            return
+        inside: list[Path] = []
+        if path.is_dir() and not path.is_symlink():
+            inside = sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True)
+        for item in (*inside, path):
+            if item.is_dir() and not item.is_symlink():
+                item.rmdir()
+                receipt.add(f"folder {item.relative_to(self.root)}")
+            else:
+                item.unlink()
+                receipt.files += 1
+                receipt.add(f"file {item.relative_to(self.root)}")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from deermem_middleware import MemoryMiddleware
+from deermem_middleware.testing import MarkerChatModel, marker_of
 from tests.integration_tests.workers.common import is_dsn, open_target, writer_config
-from tests.marker_model import MarkerChatModel, marker_of
 
 from .conftest import storage_location
 

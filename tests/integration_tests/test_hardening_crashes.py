@@ -24,8 +24,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from deermem_middleware import MemoryMiddleware
 from deermem_middleware.storage import MemoryScope
 from deermem_middleware.storage.journal import FileJournal
+from deermem_middleware.testing import MarkerChatModel, marker_of
 from tests.integration_tests.workers.common import writer_config
-from tests.marker_model import MarkerChatModel, marker_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SCOPE = MemoryScope("alice", "__default__")

@@ -25,8 +25,8 @@ import pytest
 
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage import MemoryScope
+from deermem_middleware.testing import marker_of
 from tests.integration_tests.workers.common import open_target
-from tests.marker_model import marker_of
 
 from .conftest import storage_location
 

@@ -22,7 +22,7 @@ from deermem_middleware import Fact, Memory, MemoryConfig, MemoryMiddleware, loa
 from deermem_middleware.cli import _build_parser, main
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.storage.json_file import encode_name
-from tests.helpers import ScriptedChatModel, update_json
+from deermem_middleware.testing import ScriptedChatModel, update_json
 
 AGENT = "__default__"
 

@@ -40,7 +40,7 @@ from deermem_middleware.memory.document import (
     Memory,
 )
 from deermem_middleware.memory.update import MemoryUpdate
-from tests.helpers import OpenAIStub, ScriptedChatModel, update_json
+from deermem_middleware.testing import OpenAIStub, ScriptedChatModel, update_json
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 LOCAL_URL = "http://localhost:8080/v1"

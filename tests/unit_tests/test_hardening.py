@@ -28,9 +28,9 @@ from deermem_middleware.memory.document import MAX_COUNT, MAX_FACT_CHARS, MAX_SU
 from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.storage.journal import FileJournal
-from tests.marker_model import MarkerChatModel, marker_of
+from deermem_middleware.testing import MarkerChatModel, OpenAIStub, marker_of, update_json
 
-from ..helpers import OpenAIStub, memory_config, update_json
+from ..helpers import memory_config
 
 SCOPE = MemoryScope("alice", "__default__")
 

@@ -51,7 +51,7 @@ from deermem_middleware.memory.document import (
 )
 from deermem_middleware.runtime.updater import CaptureJob, UpdateOutcome
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryStorage
-from tests.helpers import ScriptedChatModel
+from deermem_middleware.testing import ScriptedChatModel
 
 STAMP = utc_now_iso(datetime.now(UTC) - timedelta(days=30))  # recent: no decay
 PRE_FACTS = (
@@ -658,7 +658,7 @@ def test_hostile_answer(
     worker_failures = [
         r.getMessage()
         for r in records
-        if r.name in ("deermem_middleware.runtime.service", "deermem_middleware.runtime.scheduler")
+        if r.name.startswith("deermem_middleware.runtime.")
         and r.levelno >= logging.WARNING
         and "skipped" not in r.getMessage()
     ]
@@ -669,7 +669,7 @@ def test_hostile_answer(
 
     if case.unusable is not None:
         assert run.outcomes == []
-        errors = messages(caplog, "deermem_middleware.runtime.service", logging.ERROR)
+        errors = messages(caplog, "deermem_middleware.runtime.retry", logging.ERROR)
         assert any("skipped" in m and case.unusable in m for m in errors), errors
         assert run.storage.load(run.scope).revision == 1
         assert core(memory) == core(PRE_MEMORY)

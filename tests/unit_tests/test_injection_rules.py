@@ -13,8 +13,7 @@ from deermem_middleware.injection.ledger import InjectionRecord
 from deermem_middleware.injection.render import GUARANTEED_HEADING
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
-
-from ..helpers import ScriptedChatModel, update_json
+from deermem_middleware.testing import ScriptedChatModel, update_json
 
 SCOPE = MemoryScope("alice", "__default__")
 

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryStorage
-from tests.marker_model import MARKER, MarkerChatModel, marker_of
+from deermem_middleware.testing import MARKER, MarkerChatModel, marker_of
 
 LONG = "x" * 300
 POOL = [

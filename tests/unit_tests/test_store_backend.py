@@ -1,5 +1,5 @@
 """Memory on LangGraph stores: config, factory and the middleware end to end (offline backends;
-PostgreSQL is covered by tests/integration_tests/test_storage_conformance.py)."""
+PostgreSQL is covered by the conformance suite in tests/storage_spec)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from deermem_middleware.storage import JSONFileStorage, StoreStorage
 from deermem_middleware.storage.factory import open_storage
 from deermem_middleware.storage.journal import FileJournal
 from deermem_middleware.storage.store import StoreJournal, label, unlabel
-
-from ..helpers import ScriptedChatModel, update_json
+from deermem_middleware.testing import ScriptedChatModel, update_json
 
 GO = update_json(facts=[("User writes Go at a payments company", "knowledge", 0.9)])
 

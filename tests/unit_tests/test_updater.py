@@ -24,7 +24,7 @@ from deermem_middleware.storage import (
     RevisionConflict,
     StoredMemory,
 )
-from tests.helpers import ScriptedChatModel, update_json
+from deermem_middleware.testing import ScriptedChatModel, update_json
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SCOPE = MemoryScope("alice", "coder")

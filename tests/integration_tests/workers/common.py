@@ -1,5 +1,5 @@
 """What the writer processes share: conversations carrying one marker each, their config, and a
-middleware whose extraction model (:class:`~tests.marker_model.MarkerChatModel`) turns each
+middleware whose extraction model (:class:`~deermem_middleware.testing.MarkerChatModel`) turns each
 marker of a conversation into one fact, ``User mentioned marker <marker>``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.storage import JSONFileStorage
-from tests.marker_model import MarkerChatModel
+from deermem_middleware.testing import MarkerChatModel
 
 
 def conversation(marker: str) -> list[BaseMessage]:

@@ -37,8 +37,8 @@ from deermem_middleware.memory.document import Memory
 from deermem_middleware.retrieval.selector import FactSelector, SelectionParams
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
+from deermem_middleware.testing import MarkerChatModel, marker_of
 from tests.integration_tests.workers.common import conversation, writer_config, writer_middleware
-from tests.marker_model import MarkerChatModel, marker_of
 
 USER, AGENT = "alice", "coder"
 SCOPE = MemoryScope(USER, AGENT)

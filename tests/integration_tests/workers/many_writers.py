@@ -34,13 +34,13 @@ from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.runtime.updater import UpdateOutcome
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
+from deermem_middleware.testing import marker_fact
 from tests.integration_tests.workers.common import (
     conversation,
     is_dsn,
     open_target,
     writer_middleware,
 )
-from tests.marker_model import marker_fact
 
 
 def wait_for_start(go: Path, proc: int) -> None:

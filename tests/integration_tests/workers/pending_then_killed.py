@@ -13,8 +13,8 @@ import sys
 import time
 
 from deermem_middleware import MemoryMiddleware
+from deermem_middleware.testing import MarkerChatModel
 from tests.integration_tests.workers.common import conversation, is_dsn, open_target, writer_config
-from tests.marker_model import MarkerChatModel
 
 
 def main(argv: list[str]) -> int:

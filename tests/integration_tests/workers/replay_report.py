@@ -13,8 +13,8 @@ import os
 import sys
 
 from deermem_middleware import MemoryMiddleware
+from deermem_middleware.testing import MarkerChatModel
 from tests.integration_tests.workers.common import writer_config
-from tests.marker_model import MarkerChatModel
 
 
 def main(argv: list[str]) -> int:

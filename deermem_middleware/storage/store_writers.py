@@ -1,0 +1,257 @@
+"""Compare-and-set per LangGraph store kind (for :class:`.store.StoreStorage`).
+
+``PostgresStore`` and ``SqliteStore`` get conditional statements on the store's own table (atomic
+across processes and hosts); ``InMemoryStore`` a lock shared by everything in the process that
+uses that store object; any other store is refused unless ``consistency="last_writer_wins"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any, Literal, Protocol
+
+__all__ = ["Consistency", "writer_for"]
+
+logger = logging.getLogger(__name__)
+
+Consistency = Literal["cas", "last_writer_wins"]
+
+
+class Writer(Protocol):
+    """Compare-and-set on one store's items (``atomic``: across processes too)."""
+
+    atomic: bool
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        """Store ``value`` if no item exists; False when one does."""
+        ...
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        """Replace the item if its ``revision`` equals ``revision``; False otherwise."""
+        ...
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        """Delete the item if ``value[field] == expected``."""
+        ...
+
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        """The stored revision only (cheap: lets a cached document be reused)."""
+        ...
+
+
+_STORE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_STORE_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(store: Any) -> threading.Lock:
+    with _STORE_LOCKS_GUARD:
+        lock = _STORE_LOCKS.get(store)
+        if lock is None:
+            lock = _STORE_LOCKS[store] = threading.Lock()
+        return lock
+
+
+class _LockedWriter:
+    """Read-compare-write under a lock: atomic for every user of the store *in this process*
+    (right for ``InMemoryStore``); with ``atomic=False`` it is the documented last-writer-wins
+    mode for stores shared by processes that cannot do better."""
+
+    def __init__(self, store: Any, *, atomic: bool) -> None:
+        self.store = store
+        self.atomic = atomic
+        self._lock = _lock_for(store)
+
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        return self._revision(namespace, key)
+
+    def _revision(self, namespace: tuple[str, ...], key: str) -> int | None:
+        item = self.store.get(namespace, key)
+        if item is None:
+            return None
+        value = item.value
+        return int(value.get("revision", 0)) if isinstance(value, dict) else 0
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        with self._lock:
+            if self.store.get(namespace, key) is not None:
+                return False
+            self.store.put(namespace, key, value, index=False)
+            return True
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        with self._lock:
+            if self._revision(namespace, key) != revision:
+                return False
+            self.store.put(namespace, key, value, index=False)
+            return True
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        with self._lock:
+            item = self.store.get(namespace, key)
+            if item is None or not isinstance(item.value, dict):
+                return False
+            if str(item.value.get(field)) != expected:
+                return False
+            self.store.delete(namespace, key)
+            return True
+
+
+class _PostgresWriter:
+    """Conditional statements on ``PostgresStore``'s table, through its connection or pool."""
+
+    atomic = True
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        conn = self.store.conn
+        if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool: thread-safe
+            with (
+                conn.connection() as connection,
+                connection.transaction(),
+                connection.cursor() as cur,
+            ):
+                yield cur
+        else:  # one connection shared with the store: serialise on the store's own lock
+            with self.store.lock, conn.transaction(), conn.cursor() as cur:
+                yield cur
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        from psycopg.types.json import Jsonb
+
+        with self._cursor() as cur:
+            cur.execute(
+                "INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (prefix, key) DO NOTHING",
+                (".".join(namespace), key, Jsonb(value)),
+            )
+            return bool(cur.rowcount == 1)
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        from psycopg.types.json import Jsonb
+
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = %s AND key = %s AND (value->>'revision')::bigint = %s",
+                (Jsonb(value), ".".join(namespace), key, revision),
+            )
+            return bool(cur.rowcount == 1)
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute(
+                "DELETE FROM store WHERE prefix = %s AND key = %s AND value->>%s = %s",
+                (".".join(namespace), key, field, expected),
+            )
+            return bool(cur.rowcount == 1)
+
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT (value->>'revision')::bigint FROM store WHERE prefix = %s AND key = %s",
+                (".".join(namespace), key),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        value = next(iter(row.values())) if isinstance(row, dict) else row[0]
+        return None if value is None else int(value)
+
+
+class _SqliteWriter:
+    """Conditional statements on ``SqliteStore``'s table (the database file lock makes them
+    atomic across processes)."""
+
+    atomic = True
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        if not getattr(self.store, "is_setup", True):
+            self.store.setup()
+        with self.store.lock:
+            conn = self.store.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO store (prefix, key, value) VALUES (?, ?, ?)",
+                (".".join(namespace), key, json.dumps(value, ensure_ascii=False)),
+            )
+            return bool(cur.rowcount == 1)
+
+    def replace_if(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+    ) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "UPDATE store SET value = ?, updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = ? AND key = ? AND json_extract(value, '$.revision') = ?",
+                (json.dumps(value, ensure_ascii=False), ".".join(namespace), key, revision),
+            )
+            return bool(cur.rowcount == 1)
+
+    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM store WHERE prefix = ? AND key = ? "
+                "AND CAST(json_extract(value, ?) AS TEXT) = ?",
+                (".".join(namespace), key, f"$.{field}", expected),
+            )
+            return bool(cur.rowcount == 1)
+
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        if not getattr(self.store, "is_setup", True):
+            self.store.setup()
+        with self.store.lock:
+            row = self.store.conn.execute(
+                "SELECT json_extract(value, '$.revision') FROM store WHERE prefix = ? AND key = ?",
+                (".".join(namespace), key),
+            ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+
+def writer_for(store: Any, consistency: Consistency) -> Writer:
+    kind = type(store)
+    names = {c.__module__ + "." + c.__name__ for c in kind.__mro__}
+    if "langgraph.store.postgres.base.PostgresStore" in names:
+        return _PostgresWriter(store)
+    if "langgraph.store.sqlite.base.SqliteStore" in names:
+        return _SqliteWriter(store)
+    if "langgraph.store.memory.InMemoryStore" in names:
+        return _LockedWriter(store, atomic=True)
+    if consistency == "last_writer_wins":
+        logger.warning(
+            "memory on %s without compare-and-set (consistency=last_writer_wins): concurrent "
+            "writers in different processes can lose updates",
+            kind.__name__,
+        )
+        return _LockedWriter(store, atomic=False)
+    raise ValueError(
+        f"{kind.__name__} has no compare-and-set support here; use PostgresStore, SqliteStore or "
+        "InMemoryStore, or pass consistency='last_writer_wins' to accept lost updates between "
+        "processes"
+    )

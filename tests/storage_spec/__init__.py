@@ -1,0 +1,1 @@
+"""The storage conformance suite: every backend, one file per operation or capability."""

@@ -1,0 +1,203 @@
+"""The backends the storage conformance suite runs over, and what each one can do.
+
+In the spirit of LangGraph's ``checkpoint-conformance``: every test takes the ``backend``
+fixture and runs once per registered backend; a test marked ``@pytest.mark.requires("cap")``
+is generated only for the backends that have that capability — not applicable is not a skip.
+What differs per backend and the tests must not know (how to corrupt a stored document, what
+the storage still holds) lives on :class:`Backend`.
+
+PostgreSQL needs a server: ``eval "$(.ci/postgres.sh start)"`` sets ``DEERMEM_TEST_DSN``.
+Without it the PostgreSQL cases skip with the reason — unless ``DEERMEM_REQUIRE_POSTGRES=1``
+(CI), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deermem_middleware.storage import (
+    InMemoryStorage,
+    JSONFileStorage,
+    MemoryScope,
+    MemoryStorage,
+    StoreStorage,
+)
+
+from ..integration_tests.conftest import postgres_dsn
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does beyond the core contract (load, save, delete, list, update)."""
+
+    quarantine: bool
+    """A stored document that does not validate is kept aside and the user starts empty."""
+    durable_journal: bool
+    """``storage.journal()`` keeps entries in the storage itself (a new journal object, or
+    another process, sees them; :meth:`purge` sweeps them)."""
+    optimistic_update: bool
+    """``update`` runs ``mutate`` unlocked and retries when another writer saved first (the
+    file backend holds its lock instead: other writers wait, nothing conflicts)."""
+
+
+CAPABILITIES: dict[str, Capabilities] = {
+    "json": Capabilities(quarantine=True, durable_journal=True, optimistic_update=False),
+    "memory": Capabilities(quarantine=False, durable_journal=False, optimistic_update=True),
+    "memory-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
+    "sqlite-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
+    "postgres-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
+}
+
+
+@dataclass
+class Backend:
+    """One storage under test, with the backend-specific hooks the generic tests need."""
+
+    name: str
+    storage: MemoryStorage
+    caps: Capabilities
+    held: Callable[[], list[str]]
+    """Everything the storage holds, one readable line per file or item (name and content)."""
+    corrupt: Callable[[MemoryScope], Any] | None = None
+    """Store an unreadable document for a scope; returns the raw thing written."""
+    quarantined: Callable[[MemoryScope], list[Any]] | None = None
+    """The copies of a scope's documents kept aside, as written by ``corrupt``."""
+
+    def traces(self, *needles: str) -> list[str]:
+        """The lines of :attr:`held` that mention any of ``needles``."""
+        return [line for line in self.held() if any(n in line for n in needles)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires(*capabilities): run only on backends with these capabilities"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    needed = [c for mark in metafunc.definition.iter_markers("requires") for c in mark.args]
+    known = {f.name for f in fields(Capabilities)}
+    assert set(needed) <= known, f"unknown capabilities {set(needed) - known}"
+    names = [n for n, caps in CAPABILITIES.items() if all(getattr(caps, c) for c in needed)]
+    metafunc.parametrize("backend", names, indirect=True)
+
+
+# -- the backends ---------------------------------------------------------------------------------
+
+
+def _file_backend(root: Path) -> Backend:
+    storage = JSONFileStorage(root)
+
+    def held() -> list[str]:
+        if not root.exists():
+            return []
+        lines = []
+        for path in root.rglob("*"):
+            data = path.read_bytes().decode("utf-8", "replace") if path.is_file() else ""
+            lines.append(f"{path.relative_to(root)}: {data}")
+        return sorted(lines)
+
+    def corrupt(scope: MemoryScope) -> bytes:
+        raw = ('{"facts": [{"id": "f", "content": "' + scope.user_id + '"').encode()
+        path = storage.path_for(scope)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(raw)
+        return raw
+
+    def quarantined(scope: MemoryScope) -> list[Any]:
+        path = storage.path_for(scope)
+        return [p.read_bytes() for p in sorted(path.parent.glob(f"{path.name}.corrupted-*"))]
+
+    return Backend("json", storage, CAPABILITIES["json"], held, corrupt, quarantined)
+
+
+def _memory_backend() -> Backend:
+    storage = InMemoryStorage()
+
+    def held() -> list[str]:
+        return [
+            f"{s.user_id}/{s.agent_name}: {json.dumps(storage.load(s).memory.to_json_dict())}"
+            for s in storage.list_scopes()
+        ]
+
+    return Backend("memory", storage, CAPABILITIES["memory"], held)
+
+
+def _store_backend(name: str, store: Any) -> Backend:
+    storage = StoreStorage(store, prefix=f"t{uuid.uuid4().hex[:12]}")  # a namespace per test
+
+    def held() -> list[str]:
+        items = store.search((storage.prefix,), limit=100_000)
+        return sorted(
+            f"{'/'.join(i.namespace)}/{i.key}: {json.dumps(i.value, ensure_ascii=False)}"
+            for i in items
+        )
+
+    def corrupt(scope: MemoryScope) -> Any:
+        value = {"revision": 3, "document": {"facts": scope.user_id}}
+        store.put(storage.namespace(scope), "document", value)
+        return value
+
+    def quarantined(scope: MemoryScope) -> list[Any]:
+        items = store.search(storage.namespace(scope), limit=1000)
+        return [i.value["value"] for i in items if i.key.startswith("corrupted-")]
+
+    return Backend(name, storage, CAPABILITIES[name], held, corrupt, quarantined)
+
+
+@pytest.fixture(scope="session")
+def postgres_store() -> Iterator[Any]:
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        postgres_dsn(),
+        min_size=1,
+        max_size=8,
+        open=True,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    store = PostgresStore(pool)
+    store.setup()
+    store.setup()  # idempotent
+    yield store
+    pool.close()
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    name = request.param
+    if name == "json":
+        return _file_backend(tmp_path / "files")
+    if name == "memory":
+        return _memory_backend()
+    if name == "memory-store":
+        from langgraph.store.memory import InMemoryStore
+
+        return _store_backend(name, InMemoryStore())
+    if name == "sqlite-store":
+        from langgraph.store.sqlite import SqliteStore
+
+        conn = sqlite3.connect(tmp_path / "m.db", check_same_thread=False, isolation_level=None)
+        request.addfinalizer(conn.close)
+        store = SqliteStore(conn)
+        store.setup()
+        return _store_backend(name, store)
+    assert name == "postgres-store", name
+    return _store_backend(name, request.getfixturevalue("postgres_store"))
+
+
+@pytest.fixture
+def storage(backend: Backend) -> MemoryStorage:
+    return backend.storage
