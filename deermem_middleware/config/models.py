@@ -194,7 +194,8 @@ class MemoryConfig(BaseModel):
     guaranteed_categories: list[str] = Field(default_factory=lambda: ["correction"])
     guaranteed_token_budget: int = Field(default=500, ge=0)
     queue_max_depth: int = Field(default=1000, ge=1)
-    """Most threads that may wait for their debounce at once; beyond it the oldest run early."""
+    """Most due updates waiting for a worker (the backlog of LLM calls). Beyond it due threads
+    stay pending — a newer capture still replaces theirs; none is dropped or run early."""
     update_workers: int = Field(default=2, ge=1, le=64)
     """Threads running extractions in the background."""
     flush_on_exit_seconds: float | None = Field(default=10.0, ge=0)

@@ -14,6 +14,11 @@ nodes, async nodes, pytest-asyncio's per-test loops and ``atexit`` — where a f
 already running still can. The same key is never processed by two workers at once (its watermark
 would race); a capture that becomes due while its key is running waits for that run to finish.
 
+What is bounded is the *backlog* of due jobs no worker has started (``max_pending``, the config's
+``queue_max_depth``): a pending entry is one small entry per key, a due job is an LLM call. When the
+backlog is full, due keys stay in the table in deadline order and newer captures still replace
+theirs — nothing is dropped or run early; a WARNING is logged once. ``flush`` honours the bound.
+
 The debounce bookkeeping itself is :class:`DebounceTable`, a pure state machine driven by an
 explicit clock, so tests and benchmarks can simulate hours of traffic without sleeping.
 """
@@ -88,15 +93,13 @@ class DebounceTable(Generic[K, P]):
         self._entries: dict[K, _Entry[P]] = {}
         self._heap: list[tuple[float, int, K]] = []
         self._seq = itertools.count()
+        self._backed_off: set[K] = set()  # keys with a not_before: ``deferred`` stays cheap
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
-
-    def keys(self) -> list[K]:
-        return list(self._entries)
 
     def deadline_of(self, entry: _Entry[P]) -> float:
         deadline = entry.last + self.debounce
@@ -119,6 +122,7 @@ class DebounceTable(Generic[K, P]):
             entry.payload, entry.last, entry.seq = payload, now, seq
         if not_before is not None:
             entry.not_before = max(entry.not_before, not_before)
+            self._backed_off.add(key)
         heapq.heappush(self._heap, (self.deadline_of(entry), seq, key))
         return replaced
 
@@ -129,12 +133,17 @@ class DebounceTable(Generic[K, P]):
             self.submit(key, payload, now, not_before=not_before)
             return
         entry.not_before = max(entry.not_before, not_before)
+        self._backed_off.add(key)
         entry.seq = next(self._seq)
         heapq.heappush(self._heap, (self.deadline_of(entry), entry.seq, key))
 
     def deferred(self, now: float) -> int:
         """Keys backed off beyond ``now`` (a flush does not run them)."""
-        return sum(1 for e in self._entries.values() if e.not_before > now)
+        return sum(1 for k in self._backed_off if self._entries[k].not_before > now)
+
+    def _pop(self, key: K) -> _Entry[P]:
+        self._backed_off.discard(key)
+        return self._entries.pop(key)
 
     def reschedule(self, key: K) -> None:
         """Give ``key`` a live deadline again (after :meth:`pop_due` skipped it as busy).
@@ -151,11 +160,17 @@ class DebounceTable(Generic[K, P]):
         return self._heap[0][0] if self._heap else None
 
     def pop_due(
-        self, now: float, *, busy: set[K] | frozenset[K] = frozenset()
+        self,
+        now: float,
+        *,
+        busy: set[K] | frozenset[K] = frozenset(),
+        limit: int | None = None,
     ) -> list[tuple[K, P, float]]:
-        """Pop every due key not in ``busy``: (key, payload, first-submit time).
+        """Pop due keys not in ``busy``, earliest deadline first, at most ``limit``: (key,
+        payload, first-submit time).
 
-        A due key that is busy stays pending; call :meth:`reschedule` when it becomes free.
+        A due key that is busy stays pending; call :meth:`reschedule` when it becomes free. Due
+        keys beyond ``limit`` stay pending with their deadline (:meth:`has_due` tells).
         """
         due: list[tuple[K, P, float]] = []
         while self._heap:
@@ -164,51 +179,40 @@ class DebounceTable(Generic[K, P]):
             if entry is None or entry.seq != seq:
                 heapq.heappop(self._heap)
                 continue
-            if deadline > now:
+            if deadline > now or (limit is not None and len(due) >= limit and key not in busy):
                 break
             heapq.heappop(self._heap)
             if key in busy:
                 continue  # stays in _entries without a live heap item until reschedule
-            del self._entries[key]
+            self._pop(key)
             due.append((key, entry.payload, entry.first))
         return due
 
+    def has_due(self, now: float) -> bool:
+        """True when a key's deadline has passed and it is still here (held back by a limit)."""
+        deadline = self.next_deadline()
+        return deadline is not None and deadline <= now
+
     def pop_all(
-        self, *, busy: set[K] | frozenset[K] = frozenset(), now: float = float("inf")
+        self,
+        *,
+        busy: set[K] | frozenset[K] = frozenset(),
+        now: float = float("inf"),
+        limit: int | None = None,
     ) -> list[tuple[K, P, float]]:
-        """Pop every pending key not in ``busy`` regardless of debounce deadlines (flush) — but
-        not keys backed off beyond ``now``."""
-        out = [
-            (k, e.payload, e.first)
-            for k, e in self._entries.items()
-            if k not in busy and e.not_before <= now
-        ]
+        """Pop pending keys not in ``busy`` regardless of debounce deadlines (flush), at most
+        ``limit`` — but not keys backed off beyond ``now``."""
+        out: list[tuple[K, P, float]] = []
+        for key, entry in self._entries.items():
+            if limit is not None and len(out) >= limit:
+                break
+            if key not in busy and entry.not_before <= now:
+                out.append((key, entry.payload, entry.first))
         for key, _, _ in out:
-            del self._entries[key]
-        self._heap = [item for item in self._heap if item[2] in self._entries]
-        heapq.heapify(self._heap)
+            self._pop(key)  # their heap items are stale now: dropped lazily
+        if not self._entries:
+            self._heap.clear()
         return out
-
-    def pop_oldest(
-        self, count: int, *, busy: set[K] | frozenset[K] = frozenset()
-    ) -> list[tuple[K, P, float]]:
-        """Pop the ``count`` keys waiting longest (not in ``busy``): back-pressure when too many
-        threads are pending at once."""
-        if count <= 0:
-            return []
-        oldest = sorted(
-            (e.first, e.seq, k)
-            for k, e in self._entries.items()
-            if k not in busy and e.not_before == float("-inf")  # back-off is not pressure relief
-        )[:count]
-        out = []
-        for _, _, key in oldest:
-            entry = self._entries.pop(key)
-            out.append((key, entry.payload, entry.first))
-        return out
-
-    def pending_keys(self) -> list[K]:
-        return list(self._entries)
 
     def _drop_stale(self) -> None:
         while self._heap:
@@ -230,6 +234,8 @@ class SchedulerStats:
     """Runs that asked to be retried later (:class:`RetryLater`)."""
     max_delay_seconds: float = 0.0
     """Longest time from a key's first pending submit to the start of its run."""
+    max_queued: int = 0
+    """Most due jobs waiting for a worker at once (at most ``max_pending``)."""
 
     def snapshot(self) -> dict[str, float]:
         return dict(self.__dict__)
@@ -240,7 +246,8 @@ _STOP = object()
 
 
 class DebounceScheduler(Generic[K, P]):
-    """Runs ``handler(key, payload)`` once per burst of submits of ``key`` (see module doc)."""
+    """Runs ``handler(key, payload)`` once per burst of submits of ``key`` (see module doc);
+    ``max_pending`` bounds the backlog of due jobs waiting for a worker (None: unbounded)."""
 
     def __init__(
         self,
@@ -267,7 +274,10 @@ class DebounceScheduler(Generic[K, P]):
         self._flushing = 0
         self._closed = False
         self._flush_on_exit = flush_on_exit_seconds
+        if max_pending is not None and max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
         self._max_pending = max_pending
+        self._held = self._warned = False  # due work waits for a full backlog / WARNING logged
         self.stats = SchedulerStats()
         self._timer = threading.Thread(target=self._timer_loop, name=f"{name}-timer", daemon=True)
         self._workers = [
@@ -302,10 +312,10 @@ class DebounceScheduler(Generic[K, P]):
 
     def _pending_locked(self) -> int:
         # a key can sit in the inbox and the table at once (a newer submit not yet merged), and
-        # a queued key is also in ``_running``: count distinct keys
-        keys = set(self._table.keys()) | self._running
-        keys.update(key for key, _, _ in self._inbox)
-        return len(keys)
+        # a queued key is also in ``_running``: count distinct keys (not O(table): 100k pending)
+        others = {key for key in self._running if key not in self._table}
+        others.update(key for key, _, _ in self._inbox if key not in self._table)
+        return len(self._table) + len(others)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run everything pending now and wait for it; True when all of it finished in time.
@@ -372,13 +382,11 @@ class DebounceScheduler(Generic[K, P]):
                     key, payload, at = self._inbox.popleft()
                     if self._table.submit(key, payload, at):
                         self.stats.replaced += 1
+                room = None if self._max_pending is None else self._max_pending - self._queued
                 if self._flushing:
-                    due = self._table.pop_all(busy=self._running, now=now)
+                    due = self._table.pop_all(busy=self._running, now=now, limit=room)
                 else:
-                    due = self._table.pop_due(now, busy=self._running)
-                    if self._max_pending is not None and len(self._table) > self._max_pending:
-                        excess = len(self._table) - self._max_pending
-                        due.extend(self._table.pop_oldest(excess, busy=self._running))
+                    due = self._table.pop_due(now, busy=self._running, limit=room)
                 for key, payload, first in due:
                     logger.debug(
                         "memory update scheduled: %r after %.1fs pending%s",
@@ -391,12 +399,32 @@ class DebounceScheduler(Generic[K, P]):
                     self.stats.dispatched += 1
                     self.stats.max_delay_seconds = max(self.stats.max_delay_seconds, now - first)
                     self._work.put((key, payload))
-                if self._flushing and len(self._table) > self._table.deferred(now):
-                    timeout: float | None = None  # only busy keys left: wait for a worker
+                self.stats.max_queued = max(self.stats.max_queued, self._queued)
+                full = self._max_pending is not None and self._queued >= self._max_pending
+                held = full and self._table.has_due(now)  # past their deadline, waiting for room
+                self._note_backlog(held)
+                if held or (self._flushing and len(self._table) > self._table.deferred(now)):
+                    timeout: float | None = None  # a worker's pick-up or finish wakes us
                 else:
                     next_deadline = self._table.next_deadline()
                     timeout = None if next_deadline is None else max(0.0, next_deadline - now)
                 self._cond.wait(timeout)
+
+    def _note_backlog(self, held: bool) -> None:
+        """WARNING once when due work waits for a full backlog; INFO once it is half empty."""
+        self._held = held
+        if held and not self._warned:
+            self._warned = True
+            logger.warning(
+                "memory update backlog full: %d update(s) wait for %d worker(s) "
+                "(queue_max_depth); due threads stay pending (a newer capture still replaces "
+                "theirs): nothing is dropped or run early",
+                self._queued,
+                len(self._workers),
+            )
+        elif self._warned and not held and self._queued <= (self._max_pending or 0) // 2:
+            self._warned = False
+            logger.info("memory update backlog has room again (%d pending)", len(self._table))
 
     def _worker_loop(self) -> None:
         while True:
@@ -406,6 +434,8 @@ class DebounceScheduler(Generic[K, P]):
             key, payload = item
             with self._cond:
                 self._queued -= 1
+                if (self._held or self._flushing) and self._queued <= (self._max_pending or 0) // 2:
+                    self._cond.notify_all()  # refill the backlog before the workers run dry
             ok = True
             retry: RetryLater | None = None
             try:

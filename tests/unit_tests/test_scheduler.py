@@ -128,24 +128,45 @@ def test_table_pop_all_ignores_deadlines_but_not_busy() -> None:
         table.submit(key, f"p{key}", now=0.0)
     out = table.pop_all(busy={"b"})
     assert sorted(k for k, _, _ in out) == ["a", "c"]
-    assert table.pending_keys() == ["b"]
+    assert len(table) == 1 and "b" in table
     assert table.next_deadline() == 3600.0
     assert table.pop_all() == [("b", "pb", 0.0)]
     assert len(table) == 0 and table.next_deadline() is None
 
 
-def test_table_pop_oldest_by_first_submit() -> None:
-    """pop_oldest picks the keys waiting longest (first submit), skipping busy ones."""
-    table: DebounceTable[str, str] = DebounceTable(60, None)
-    table.submit("a", "a1", now=0.0)
-    table.submit("b", "b1", now=1.0)
-    table.submit("c", "c1", now=2.0)
-    table.submit("a", "a2", now=3.0)  # a's first submit is still the oldest
-    assert table.pop_oldest(0) == []
-    assert table.pop_oldest(1, busy={"a"}) == [("b", "b1", 1.0)]
-    assert table.pop_oldest(5) == [("a", "a2", 0.0), ("c", "c1", 2.0)]
-    assert len(table) == 0
-    assert table.pop_due(1000.0) == []  # stale heap items are ignored
+def test_table_pop_due_limit_keeps_the_rest_due() -> None:
+    """A limit hands out the earliest deadlines; the others stay pending, still due, and a newer
+    submit still replaces their payload."""
+    table: DebounceTable[str, int] = DebounceTable(10, None)
+    for i, key in enumerate("abcd"):
+        table.submit(key, i, now=float(i))
+    assert table.pop_due(100.0, limit=2) == [("a", 0, 0.0), ("b", 1, 1.0)]
+    assert table.has_due(100.0) and table.has_due(12.0) and not table.has_due(11.9)
+    assert table.submit("c", 9, now=50.0) is True  # held back, yet merged
+    assert table.pop_due(100.0, limit=0) == []
+    assert table.pop_due(100.0) == [("d", 3, 3.0), ("c", 9, 2.0)]
+    assert not table.has_due(1000.0) and len(table) == 0
+
+
+def test_table_pop_all_limit() -> None:
+    """A flush's pop_all honours a limit too; what it leaves keeps its deadline."""
+    table: DebounceTable[str, str] = DebounceTable(3600, None)
+    for i, key in enumerate("abc"):
+        table.submit(key, key.upper(), now=float(i))
+    assert table.pop_all(limit=2) == [("a", "A", 0.0), ("b", "B", 1.0)]
+    assert table.next_deadline() == 3602.0
+    table.submit("a", "A2", now=5.0)
+    assert table.pop_all(limit=5) == [("c", "C", 2.0), ("a", "A2", 5.0)]
+    assert len(table) == 0 and table.next_deadline() is None
+
+
+def test_table_deferred_counts_only_live_back_offs() -> None:
+    table: DebounceTable[str, int] = DebounceTable(1, None)
+    table.submit("a", 1, now=0.0)
+    table.defer("b", 2, now=0.0, not_before=50.0)
+    assert table.deferred(10.0) == 1 and table.deferred(60.0) == 0
+    assert table.pop_due(60.0) == [("a", 1, 0.0), ("b", 2, 0.0)]
+    assert table.deferred(10.0) == 0
 
 
 @pytest.mark.parametrize(("debounce", "max_wait"), [(-1.0, 10.0), (1.0, -0.5)])
@@ -429,24 +450,87 @@ def test_submit_from_many_threads(make_scheduler: Any) -> None:
         assert recorder.for_key(key)[-1] == 95 + j  # the last i with i % 5 == j
 
 
-def test_max_pending_dispatches_the_oldest_early(make_scheduler: Any) -> None:
-    """With max_pending=2, a third waiting key pushes the oldest one out early."""
-    recorder = Recorder()
-    scheduler = make_scheduler(recorder, debounce_seconds=30, max_wait_seconds=None, max_pending=2)
-    scheduler.submit("k0", 0)
-    scheduler.submit("k1", 1)
-    scheduler.submit("k2", 2)
-    assert wait_until(lambda: recorder.count() >= 1)
-    time.sleep(0.1)  # give a wrong implementation the chance to run more than the oldest
-    assert recorder.calls == [("k0", 0)]
-    assert scheduler.pending() == 2
+def test_full_backlog_keeps_due_threads_pending(
+    make_scheduler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """5,000 threads pending, a backlog of 10: none runs before its debounce, each runs once,
+    the backlog never exceeds its bound, and the full backlog is logged once."""
+    debounce = 0.3
+    submitted_at: dict[str, float] = {}
+    early: list[str] = []
+
+    def handler(key: str, payload: int) -> None:
+        if time.monotonic() - submitted_at[key] < debounce:
+            early.append(key)
+
+    recorder = Recorder(handler)
+    scheduler = make_scheduler(
+        recorder, debounce_seconds=debounce, max_wait_seconds=None, max_pending=10
+    )
+    keys = [f"t{i}" for i in range(5000)]
+    for i, key in enumerate(keys):
+        submitted_at[key] = time.monotonic()  # before submit: a lower bound of its debounce
+        scheduler.submit(key, i)
+    assert wait_until(lambda: recorder.count() >= 5000, timeout=SAFETY * 3)
     assert scheduler.flush(SAFETY)
-    assert sorted(recorder.calls) == [("k0", 0), ("k1", 1), ("k2", 2)]
+    assert early == []
+    assert sorted(recorder.calls) == sorted((key, i) for i, key in enumerate(keys))
+    assert scheduler.stats.dispatched == 5000 and scheduler.stats.completed == 5000
+    assert 1 <= scheduler.stats.max_queued <= 10
+    warnings = [
+        r for r in caplog.records if r.levelname == "WARNING" and "backlog full" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+
+
+def test_full_backlog_still_merges_newer_captures(
+    make_scheduler: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A due thread held back by a full backlog keeps absorbing captures: it runs once, with the
+    newest one (not once per capture, not with a partial conversation)."""
+    release = threading.Event()
+    entered = threading.Event()
+
+    def handler(key: str, payload: str) -> None:
+        if key == "a":
+            entered.set()
+            release.wait(SAFETY)
+
+    recorder = Recorder(handler)
+    scheduler = make_scheduler(
+        recorder, debounce_seconds=0.02, max_wait_seconds=None, workers=1, max_pending=1
+    )
+    try:
+        scheduler.submit("a", "a1")
+        assert entered.wait(SAFETY)  # the only worker is busy
+        scheduler.submit("b", "b1")
+        assert wait_until(lambda: scheduler.stats.dispatched == 2)  # b fills the backlog
+        scheduler.submit("c", "c1")
+        assert wait_until(lambda: any("backlog full" in r.getMessage() for r in caplog.records))
+        scheduler.submit("c", "c2")
+        assert scheduler.pending() == 3
+    finally:
+        release.set()
+    assert scheduler.flush(SAFETY)
+    assert recorder.calls == [("a", "a1"), ("b", "b1"), ("c", "c2")]
+    assert scheduler.stats.max_queued == 1
+
+
+def test_flush_honours_the_backlog_bound(make_scheduler: Any) -> None:
+    recorder = Recorder()
+    scheduler = make_scheduler(recorder, debounce_seconds=3600, max_pending=3)
+    for i in range(200):
+        scheduler.submit(f"t{i}", i)
+    assert scheduler.flush(SAFETY)
+    assert sorted(recorder.calls) == sorted((f"t{i}", i) for i in range(200))
+    assert 1 <= scheduler.stats.max_queued <= 3
 
 
 def test_constructor_rejects_zero_workers() -> None:
     with pytest.raises(ValueError):
         DebounceScheduler(Recorder(), workers=0)
+    with pytest.raises(ValueError):
+        DebounceScheduler(Recorder(), max_pending=0)
 
 
 # ------------------------------------------------------------------------------------------------
