@@ -43,6 +43,7 @@ __all__ = [
     "OpenAIStub",
     "RecordingAgentModel",
     "ScriptedChatModel",
+    "completion_response",
     "marker_fact",
     "marker_of",
     "marker_update",
@@ -246,6 +247,33 @@ class MarkerChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
+def completion_response(
+    body: dict[str, Any], answer: str, *, prompt_tokens: int = 10, completion_tokens: int = 5
+) -> httpx.Response:
+    """A successful Chat Completions response to the request ``body``, carrying ``answer``."""
+    return httpx.Response(
+        200,
+        json={
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "stub"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        },
+    )
+
+
 class OpenAIStub:
     """A scripted OpenAI Chat Completions endpoint behind ``httpx.MockTransport``.
 
@@ -269,23 +297,7 @@ class OpenAIStub:
             return httpx.Response(
                 status, json={"error": {"message": payload, "type": "invalid_request_error"}}
             )
-        return httpx.Response(
-            200,
-            json={
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", "stub"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": payload},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
-            },
-        )
+        return completion_response(body, payload, prompt_tokens=100, completion_tokens=50)
 
     def model(self, **kwargs: Any) -> Any:
         from langchain_openai import ChatOpenAI

@@ -51,3 +51,21 @@ def turns(*texts: str) -> tuple[Turn, ...]:
     """A conversation: user and assistant alternating, one fingerprint per turn."""
     roles = ("user", "assistant")
     return tuple(Turn(roles[i % 2], text, f"fp-{i}-{text}") for i, text in enumerate(texts))
+
+
+ODD_IDS = [  # ids that must neither escape a folder nor collide
+    "team/alice",
+    "..",
+    "../../etc/passwd",
+    ".hidden",
+    "with spaces ",
+    "🦌 deer",
+    "用户张三",
+    "100%",
+    "%2F",
+    "%2E",
+    "a\\b",
+    "a.b",
+    "con",
+    "x.json",
+]

@@ -7,7 +7,7 @@ import pytest
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage import MemoryScope, MemoryStorage
 
-from .samples import ODD, OTHER, SCOPE, contents, fact, memory
+from .samples import ODD, ODD_IDS, OTHER, SCOPE, contents, fact, memory
 
 
 def test_delete(storage: MemoryStorage) -> None:
@@ -48,24 +48,6 @@ def test_list_scopes(storage: MemoryStorage) -> None:
     for scope in scopes:
         storage.save(scope, memory("x"), 0)
     assert sorted(storage.list_scopes()) == sorted(scopes)
-
-
-ODD_IDS = [
-    "team/alice",
-    "..",
-    "../../etc/passwd",
-    ".hidden",
-    "with spaces ",
-    "🦌 deer",
-    "用户张三",
-    "100%",
-    "%2F",
-    "%2E",
-    "a\\b",
-    "a.b",
-    "con",
-    "x.json",
-]
 
 
 def test_odd_ids_round_trip(storage: MemoryStorage) -> None:

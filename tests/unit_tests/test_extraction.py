@@ -40,7 +40,12 @@ from deermem_middleware.memory.document import (
     Memory,
 )
 from deermem_middleware.memory.update import MemoryUpdate
-from deermem_middleware.testing import OpenAIStub, ScriptedChatModel, update_json
+from deermem_middleware.testing import (
+    OpenAIStub,
+    ScriptedChatModel,
+    completion_response,
+    update_json,
+)
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 LOCAL_URL = "http://localhost:8080/v1"
@@ -69,27 +74,6 @@ def prompt_text(messages: list[BaseMessage]) -> str:
     return "\n".join(str(m.content) for m in messages)
 
 
-def completion(body: dict[str, Any], answer: str) -> httpx.Response:
-    """A successful Chat Completions response carrying ``answer``."""
-    return httpx.Response(
-        200,
-        json={
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "stub"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": answer},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        },
-    )
-
-
 def bad_request(message: str) -> httpx.Response:
     return httpx.Response(
         400, json={"error": {"message": message, "type": "invalid_request_error"}}
@@ -102,7 +86,7 @@ def reject_structured(answer: str) -> Any:
     def reply(body: dict[str, Any]) -> httpx.Response:
         if "response_format" in body:
             return bad_request("response_format is not supported")
-        return completion(body, answer)
+        return completion_response(body, answer)
 
     return reply
 
@@ -158,7 +142,7 @@ def test_local_server_rejecting_string_caps_is_retried_without_and_remembered() 
     def reply(body: dict[str, Any]) -> httpx.Response:
         if "maxLength" in json.dumps(body.get("response_format", {})):
             return bad_request("maxLength is not supported")
-        return completion(body, GOOD_ANSWER)
+        return completion_response(body, GOOD_ANSWER)
 
     stub = OpenAIStub([reply])
     extractor = MemoryExtractor(stub.model(base_url=LOCAL_URL))

@@ -20,6 +20,7 @@ from deermem_middleware.storage import (
     MemoryStorage,
     RevisionConflict,
 )
+from tests.storage_spec.samples import ODD_IDS
 
 SCOPE = MemoryScope("alice", "researcher")
 
@@ -36,22 +37,6 @@ def _fact(i: int, content: str | None = None) -> Fact:
 
 def _memory(*contents: str) -> Memory:
     return Memory(facts=tuple(_fact(i, c) for i, c in enumerate(contents)))
-
-
-ODD_IDS = [
-    "team/alice",
-    "..",
-    "../../etc/passwd",
-    ".hidden",
-    "with spaces ",
-    "🦌 deer",
-    "用户张三",
-    "100%",
-    "%2F",
-    "a\\b",
-    "con",
-    "x.json",
-]
 
 
 def _add_fact_with_retry(storage: MemoryStorage, scope: MemoryScope, new: Fact) -> None:
