@@ -13,39 +13,25 @@ between updates use :func:`~deermem_middleware.memory.decay.effective_confidence
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from deermem_middleware.memory.decay import DEFAULT_HALF_LIFE_DAYS
 from deermem_middleware.memory.document import (
-    MAX_SEEN_TURNS,
     SECTION_FIELDS,
     USER_FIELDS,
     Memory,
     Section,
-    Watermark,
     new_fact_id,
     utc_now_iso,
 )
 from deermem_middleware.memory.facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
-from deermem_middleware.memory.time import parse_timestamp
 from deermem_middleware.memory.update import MemoryUpdate
 
-__all__ = [
-    "MAX_WATERMARKS",
-    "ApplyReport",
-    "advance_watermark",
-    "apply_sections",
-    "apply_update",
-    "newest_watermarks",
-]
+__all__ = ["ApplyReport", "apply_sections", "apply_update"]
 
 logger = logging.getLogger(__name__)
-
-MAX_WATERMARKS = 512
-"""Threads whose watermark we keep per scope; the least recently updated are forgotten first
-(forgetting one only means an old thread, if it ever comes back, is re-read once)."""
 
 
 @dataclass
@@ -71,43 +57,6 @@ class ApplyReport:
             "revived": len(self.facts.revived),
             "kept_manual": len(self.facts.kept_manual),
         }
-
-
-def advance_watermark(
-    memory: Memory,
-    thread_id: str,
-    turn: str,
-    *,
-    count: int,
-    now: datetime,
-    position: int | None = None,
-    seen: Sequence[str] | None = None,
-) -> Memory:
-    """Record that ``thread_id`` has been distilled up to the turn fingerprinted ``turn`` (the
-    ``position``-th turn of the conversation); ``seen``: the fingerprints just extracted, for a
-    content-addressed key (a conversation without a thread id)."""
-    marks = dict(memory.watermarks)
-    previous = marks.pop(thread_id, None)
-    total = (previous.count if previous else 0) + count
-    known = tuple(previous.seen) if previous else ()
-    marks[thread_id] = Watermark(
-        turn=turn,
-        count=total,
-        updatedAt=utc_now_iso(now),
-        position=position,
-        seen=(*known, *seen)[-MAX_SEEN_TURNS:] if seen is not None else known,
-    )
-    return memory.model_copy(update={"watermarks": newest_watermarks(marks)})
-
-
-def newest_watermarks(marks: Mapping[str, Watermark]) -> dict[str, Watermark]:
-    """At most :data:`MAX_WATERMARKS` of ``marks``: the most recently updated (by time, not by
-    spelling: an imported document may write its timestamps differently)."""
-    if len(marks) <= MAX_WATERMARKS:
-        return dict(marks)
-    floor = datetime.min.replace(tzinfo=UTC)
-    ordered = sorted(marks.items(), key=lambda kv: parse_timestamp(kv[1].updatedAt) or floor)
-    return dict(ordered[len(marks) - MAX_WATERMARKS :])
 
 
 def apply_update(

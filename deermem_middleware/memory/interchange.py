@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from deermem_middleware.memory.apply import MAX_WATERMARKS, newest_watermarks
 from deermem_middleware.memory.document import (
     MAX_FACT_CHARS,
     MAX_SUMMARY_CHARS,
@@ -25,6 +24,7 @@ from deermem_middleware.memory.document import (
     Memory,
 )
 from deermem_middleware.memory.facts import trim_facts
+from deermem_middleware.memory.watermark import MAX_WATERMARKS, newest_watermarks
 
 __all__ = ["MAX_CATEGORY_CHARS", "CapReport", "cap_document", "cap_text", "invalid_text"]
 

@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 from deermem_middleware.config import DEFAULT_MAX_FACTS, MemoryConfig
 from deermem_middleware.extraction.extractor import ExtractionResult, MemoryExtractor
-from deermem_middleware.memory.apply import ApplyReport, advance_watermark, apply_update
+from deermem_middleware.memory.apply import ApplyReport, apply_update
 from deermem_middleware.memory.conversation import Turn, has_enough_for_update, turns_after
 from deermem_middleware.memory.document import Memory, Watermark, new_fact_id
 from deermem_middleware.memory.time import parse_timestamp
+from deermem_middleware.memory.watermark import advance_watermark
 from deermem_middleware.storage.base import (
     MemoryScope,
     MemoryStorage,

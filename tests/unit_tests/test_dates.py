@@ -725,8 +725,8 @@ def test_time_intent_any_and_immutability() -> None:
 
 
 def test_watermarks_beyond_the_cap_are_dropped_oldest_first_by_time_not_spelling() -> None:
-    from deermem_middleware.memory.apply import MAX_WATERMARKS, newest_watermarks
     from deermem_middleware.memory.document import Watermark
+    from deermem_middleware.memory.watermark import MAX_WATERMARKS, newest_watermarks
 
     marks = {
         f"t{i}": Watermark(turn="fp", count=1, updatedAt=f"2026-03-01T00:00:{i % 60:02d}Z")

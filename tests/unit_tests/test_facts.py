@@ -10,15 +10,11 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.memory.apply import (
-    MAX_WATERMARKS,
-    advance_watermark,
-    apply_sections,
-    apply_update,
-)
+from deermem_middleware.memory.apply import apply_sections, apply_update
 from deermem_middleware.memory.document import SECTION_FIELDS, Fact, Memory, Watermark, utc_now_iso
 from deermem_middleware.memory.facts import apply_facts, normalize_fact_text, trim_facts
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
+from deermem_middleware.memory.watermark import MAX_WATERMARKS, advance_watermark
 
 NOW = datetime(2026, 4, 1, 12, 0, 0, tzinfo=UTC)
 STAMP = "2026-04-01T12:00:00Z"

@@ -113,3 +113,15 @@ def test_memory_nodes_without_an_extraction_model_use_the_graphs_model(tmp_path:
     graph.invoke({"messages": [HumanMessage("What is my marker?")]}, config)
     assert service.ledger and service.ledger[-1].facts[0].content.endswith("E3-C001")
     service.close()
+
+
+def test_an_engine_closed_directly_is_replaced_on_the_next_acquire(tmp_path: Path) -> None:
+    config = memory_config(tmp_path)
+    model = MarkerChatModel()
+    first = MemoryService.acquire(config, model=model)
+    assert MemoryService.acquire(config, model=model) is first and first.users == 2
+    first.close()  # not released: a host that closes the engine itself
+    second = MemoryService.acquire(config, model=model)
+    assert second is not first and not second.closed
+    assert second.users == 1 and first.users == 0
+    assert second.release() and second.closed

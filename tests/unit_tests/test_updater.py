@@ -11,10 +11,11 @@ import pytest
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.extraction.extractor import ExtractionError, MemoryExtractor
-from deermem_middleware.memory.apply import advance_watermark, apply_update
+from deermem_middleware.memory.apply import apply_update
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
+from deermem_middleware.memory.watermark import advance_watermark
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import (
     InMemoryStorage,
