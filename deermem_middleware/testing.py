@@ -13,6 +13,7 @@ extraction takes its plain-JSON path. The OpenAI double is the real ``ChatOpenAI
   above it) and answers an update adding one fact per marker, ``User mentioned marker P2-C057``.
 - :class:`RecordingAgentModel` is an agent's own model in wiring tests.
 - :class:`OpenAIStub` is a scripted Chat Completions endpoint.
+- :class:`SystemPromptRecorder` records the system prompt each chat-model call received.
 
 These are fakes for testing wiring and our own logic, not a measure of memory quality.
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -43,11 +44,13 @@ __all__ = [
     "OpenAIStub",
     "RecordingAgentModel",
     "ScriptedChatModel",
+    "SystemPromptRecorder",
     "completion_response",
     "marker_fact",
     "marker_of",
     "marker_update",
     "prompt_markers",
+    "system_text",
     "update_json",
 ]
 
@@ -76,6 +79,24 @@ def update_json(
             "factsToRemove": list(remove),
         }
     )
+
+
+def system_text(messages: Sequence[BaseMessage]) -> str:
+    """Text of the system messages a model call received."""
+    return "\n".join(str(m.content) for m in messages if m.type == "system")
+
+
+class SystemPromptRecorder(BaseCallbackHandler):
+    """A callback that records the system prompt each chat-model call actually received (pass it
+    in ``config={"callbacks": [...]}``): what memory injected, as the model saw it."""
+
+    def __init__(self) -> None:
+        self.systems: list[str] = []
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
+    ) -> None:
+        self.systems.extend(system_text(batch) for batch in messages)
 
 
 class ScriptedChatModel(BaseChatModel):

@@ -1,13 +1,10 @@
-"""Fixtures shared by the tests: a test config and prompt helpers. The test doubles themselves
-(scripted and marker chat models, the OpenAI stub) live in :mod:`deermem_middleware.testing`."""
+"""Fixtures shared by the tests: a test config. The test doubles and prompt helpers (scripted and
+marker chat models, the OpenAI stub, system_text) live in :mod:`deermem_middleware.testing`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from langchain_core.messages import BaseMessage
 
 from deermem_middleware import MemoryConfig
 
@@ -23,8 +20,3 @@ def memory_config(tmp_path: Path, **overrides: Any) -> MemoryConfig:
     }
     values.update(overrides)
     return MemoryConfig(**values)
-
-
-def system_text(messages: Sequence[BaseMessage]) -> str:
-    """Text of the system messages a model call received."""
-    return "\n".join(str(m.content) for m in messages if m.type == "system")

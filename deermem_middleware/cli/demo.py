@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+
+from deermem_middleware.testing import SystemPromptRecorder
 
 __all__ = ["SCRIPT", "DemoReport", "run_demo"]
 
@@ -54,19 +55,6 @@ class DemoReport:
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-class _SystemPromptRecorder(BaseCallbackHandler):
-    """Records the system message each chat-model call actually received."""
-
-    def __init__(self) -> None:
-        self.systems: list[str] = []
-
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
-        for batch in messages:
-            self.systems.append("\n".join(str(m.content) for m in batch if m.type == "system"))
 
 
 @contextlib.contextmanager
@@ -209,7 +197,7 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
 
         out.write("\nThread 2: a new conversation\n")
         out.write(f"  user: {QUESTION}\n")
-        recorder = _SystemPromptRecorder()
+        recorder = SystemPromptRecorder()
         thread_2: RunnableConfig = {
             "configurable": {"thread_id": "demo-thread-2", "user_id": USER_ID},
             "callbacks": [recorder],

@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 from langchain.agents import create_agent
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
@@ -28,6 +27,7 @@ from deermem_middleware.memory.document import (
     SECTION_FIELDS,
     Memory,
 )
+from deermem_middleware.testing import SystemPromptRecorder
 
 TURNS = [
     Turn("user", "Hi, I'm Maya, a backend engineer at a fintech startup. I write Go.", "t1"),
@@ -68,17 +68,6 @@ def test_extraction_uses_json_schema_and_respects_caps(local_llm: LocalLLMServer
     for name in SECTION_FIELDS:
         assert len(update.section(name).summary) <= MAX_SUMMARY_CHARS
     assert update.factsToRemove == []  # no facts were shown, so the grammar allows no removals
-
-
-class _SystemRecorder(BaseCallbackHandler):
-    def __init__(self) -> None:
-        self.systems: list[str] = []
-
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
-    ) -> None:
-        for batch in messages:
-            self.systems.append("\n".join(str(m.content) for m in batch if m.type == "system"))
 
 
 def _setup(local_llm: LocalLLMServer, tmp_path: Path) -> tuple[MemoryMiddleware, Any, Path]:
@@ -124,7 +113,7 @@ def test_create_agent_writes_memory_and_injects_it_sync(
     assert middleware.flush(timeout=600)
     _check_memory_file(path)
 
-    recorder = _SystemRecorder()
+    recorder = SystemPromptRecorder()
     other = {"configurable": {"thread_id": "thread-2", "user_id": "maya"}, "callbacks": [recorder]}
     result = agent.invoke({"messages": [HumanMessage("What language do I use?")]}, other)
     assert "<memory>" in recorder.systems[0]
@@ -142,7 +131,7 @@ async def test_create_agent_writes_memory_and_injects_it_async(
     assert await middleware.aflush(timeout=600)
     _check_memory_file(path)
 
-    recorder = _SystemRecorder()
+    recorder = SystemPromptRecorder()
     other = {"configurable": {"thread_id": "thread-2", "user_id": "maya"}, "callbacks": [recorder]}
     await agent.ainvoke({"messages": [HumanMessage("What language do I use?")]}, other)
     assert "<memory>" in recorder.systems[0]

@@ -18,8 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.storage import JSONFileStorage
-from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, update_json
-from tests.helpers import system_text
+from deermem_middleware.testing import (
+    RecordingAgentModel,
+    ScriptedChatModel,
+    system_text,
+    update_json,
+)
 
 GO_FACT = "The user writes backend services in Go"
 

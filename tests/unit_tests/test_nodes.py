@@ -9,8 +9,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware, MemoryNodes, MemoryState
-from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, update_json
-from tests.helpers import system_text
+from deermem_middleware.testing import (
+    RecordingAgentModel,
+    ScriptedChatModel,
+    system_text,
+    update_json,
+)
 
 GO_FACT = "The user writes backend services in Go"
 

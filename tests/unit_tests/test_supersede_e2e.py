@@ -19,8 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel
-from tests.helpers import system_text
+from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, system_text
 
 MYSQL = "User uses MySQL"
 POSTGRES = "User uses PostgreSQL"
