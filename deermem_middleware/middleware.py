@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,24 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from deermem_middleware.config import MemoryConfig, default_config_path, load_memory_config
+from deermem_middleware.config import (
+    ConfigError,
+    MemoryConfig,
+    default_config_path,
+    load_memory_config,
+)
+from deermem_middleware.config.models import AGENT_NAME_PATTERN
 from deermem_middleware.injection.ledger import InjectionRecord
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
-from deermem_middleware.runtime.ids import current_config, resolve_thread_id, resolve_user_id
+from deermem_middleware.runtime.ids import (
+    current_config,
+    is_delegated_run,
+    resolve_agent_name,
+    resolve_thread_id,
+    resolve_user_id,
+)
 from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.runtime.scheduler import DebounceScheduler
 from deermem_middleware.runtime.service import MemoryService, SchedulerKey, UpdateListener
@@ -43,7 +56,11 @@ from deermem_middleware.runtime.updater import CaptureJob
 from deermem_middleware.storage.base import MemoryScope, MemoryStorage
 from deermem_middleware.storage.journal import PendingJournal
 
-__all__ = ["MemoryMiddleware", "append_to_system_message"]
+__all__ = ["MIDDLEWARE_NAME", "MemoryMiddleware", "append_to_system_message"]
+
+MIDDLEWARE_NAME = "DeermemMemoryMiddleware"
+"""The middleware's name in an agent's stack. Not the class name: DeerFlow always adds its own
+``MemoryMiddleware``, and ``create_agent`` refuses two middlewares with one name."""
 
 logger = logging.getLogger(__name__)
 
@@ -93,15 +110,29 @@ class MemoryMiddleware(AgentMiddleware):
         embeddings: Embeddings | str | None = None,
     ) -> None:
         super().__init__()
+        source: Path | None = None
         if config is None:
-            path = default_config_path()
-            config = load_memory_config(path, agent_name=agent_name) if path else MemoryConfig()
+            source = default_config_path()
+            config = load_memory_config(source, agent_name=agent_name) if source else MemoryConfig()
         config = config.for_agent(agent_name)
         self.service = MemoryService.acquire(
             config, model=model, storage=storage, embeddings=embeddings
         )
         """The shared engine: everything below is a view of it."""
         self._released = False
+        self._source = source
+        self._objects = (model, storage, embeddings)
+        self._per_run_agent = config.agent_name is None
+        """No agent named at construction (DeerFlow builds ``extensions.middlewares`` with no
+        arguments): each run's agent comes from the run (see :mod:`~.runtime.ids`)."""
+        self._agents: dict[str, MemoryService] = {}
+        self._agents_lock = threading.Lock()
+        self._bad_names: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        """``"DeermemMemoryMiddleware"``: see :data:`MIDDLEWARE_NAME`."""
+        return MIDDLEWARE_NAME
 
     @classmethod
     def from_config(
@@ -114,13 +145,67 @@ class MemoryMiddleware(AgentMiddleware):
         embeddings: Embeddings | str | None = None,
     ) -> MemoryMiddleware:
         """Build from a DeerFlow-style YAML file, with ``agent_name``'s per-agent settings."""
-        return cls(
+        middleware = cls(
             load_memory_config(path, agent_name=agent_name),
             model=model,
             agent_name=agent_name,
             storage=storage,
             embeddings=embeddings,
         )
+        middleware._source = Path(path)
+        return middleware
+
+    # -- per-run agents ------------------------------------------------------------------------
+
+    def _engine_for(self, agent_name: str | None) -> tuple[MemoryService, str | None]:
+        """The engine and agent for a run naming ``agent_name``.
+
+        The agent named at construction wins; otherwise the run's. An agent whose settings are
+        the default agent's shares the default engine (one engine serves any number of agents:
+        the agent only scopes documents); one with its own settings — a per-agent file or
+        ``memory.agents.<name>``, ``enabled: false`` included — gets its own shared engine.
+        """
+        if not self._per_run_agent or agent_name is None:
+            return self.service, None
+        if not AGENT_NAME_PATTERN.match(agent_name):
+            if agent_name not in self._bad_names:
+                self._bad_names.add(agent_name)
+                logger.warning(
+                    "run names agent %r, which is not a valid agent name (%s); its memory is "
+                    "the default agent's",
+                    agent_name,
+                    AGENT_NAME_PATTERN.pattern,
+                )
+            return self.service, None
+        with self._agents_lock:
+            engine = self._agents.get(agent_name)
+            if engine is None:
+                engine = self._acquire_for(agent_name)
+                self._agents[agent_name] = engine
+        return engine, agent_name
+
+    def _acquire_for(self, agent_name: str) -> MemoryService:
+        base = self.service.config
+        config = base.for_agent(agent_name)
+        if self._source is not None:
+            try:
+                config = load_memory_config(self._source, agent_name=agent_name)
+            except ConfigError as exc:
+                logger.error(
+                    "agent %r: its memory settings cannot be loaded (%s); using the default "
+                    "agent's",
+                    agent_name,
+                    exc,
+                )
+        if config.model_dump(exclude={"agent_name"}) == base.model_dump(exclude={"agent_name"}):
+            return self.service
+        model, storage, embeddings = self._objects
+        return MemoryService.acquire(config, model=model, storage=storage, embeddings=embeddings)
+
+    def _engines(self) -> list[MemoryService]:
+        with self._agents_lock:
+            own = {id(e): e for e in self._agents.values() if e is not self.service}
+        return [self.service, *own.values()]
 
     # -- the engine's state, as attributes --------------------------------------------------
 
@@ -216,64 +301,83 @@ class MemoryMiddleware(AgentMiddleware):
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run every pending update now and wait; True when all finished within ``timeout``."""
-        return self.service.flush(timeout)
+        return all([engine.flush(timeout) for engine in self._engines()])
 
     async def aflush(self, timeout: float | None = None) -> bool:
-        return await self.service.aflush(timeout)
+        return await asyncio.to_thread(self.flush, timeout)
 
     def close(self, timeout: float | None = 10.0) -> bool:
         """This middleware is done: the shared engine flushes (bounded) and stops with its last
         user. Call it from your shutdown hook. True when nothing was left."""
+        engines = self._engines()
         if self._released:
-            return self.service.flush(timeout) if not self.service.closed else True
+            return all([e.flush(timeout) for e in engines if not e.closed])
         self._released = True
-        return self.service.release(timeout)
+        return all([engine.release(timeout) for engine in engines])
 
     async def aclose(self, timeout: float | None = 10.0) -> bool:
         return await asyncio.to_thread(self.close, timeout)
 
     # -- AgentMiddleware hooks ---------------------------------------------------------------
 
-    def _inject(self, request: ModelRequest, user_id: str) -> ModelRequest:
-        block = self.service.memory_block(request.messages, user_id)
+    def _inject(
+        self, request: ModelRequest, engine: MemoryService, user_id: str, agent: str | None
+    ) -> ModelRequest:
+        block = engine.memory_block(request.messages, user_id, agent)
         if not block:
             return request
         return request.override(
             system_message=append_to_system_message(request.system_message, block)
         )
 
+    def _for_model_call(self, request: ModelRequest) -> tuple[MemoryService, str | None] | None:
+        """The engine and agent to inject for, or None: not injecting, or a delegated run
+        (a subagent: the user's memory is not its business)."""
+        config = current_config()
+        if is_delegated_run(request.runtime, config):
+            return None
+        engine, agent = self._engine_for(resolve_agent_name(request.runtime, config))
+        engine.use_model(request.model)
+        return (engine, agent) if engine.injecting else None
+
     def wrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> Any:
-        self.service.use_model(request.model)
-        if not self.service.injecting:
+        target = self._for_model_call(request)
+        if target is None:
             return handler(request)
-        return handler(self._inject(request, resolve_user_id(request.runtime)))
+        user_id = resolve_user_id(request.runtime)
+        return handler(self._inject(request, target[0], user_id, target[1]))
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> Any:
-        self.service.use_model(request.model)
-        if not self.service.injecting:
+        target = self._for_model_call(request)
+        if target is None:
             return await handler(request)
         user_id = resolve_user_id(request.runtime)
         # storage reads are blocking file I/O: keep them off the event loop
-        new_request = await asyncio.to_thread(self._inject, request, user_id)
+        new_request = await asyncio.to_thread(self._inject, request, target[0], user_id, target[1])
         return await handler(new_request)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if not self.service.active:
-            return None
         try:
             config = current_config()
-            self.service.capture(
+            if is_delegated_run(runtime, config):
+                logger.debug("memory capture skipped: a delegated (subagent) run")
+                return None
+            engine, agent = self._engine_for(resolve_agent_name(runtime, config))
+            if not engine.active:
+                return None
+            engine.capture(
                 state.get("messages", []),
                 user_id=resolve_user_id(runtime, config),
                 thread_id=resolve_thread_id(runtime, config),
+                agent_name=agent,
             )
         except Exception:
             logger.exception("memory capture failed; the conversation was not queued")

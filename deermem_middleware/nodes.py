@@ -34,7 +34,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from deermem_middleware.middleware import MemoryMiddleware, append_to_system_message
-from deermem_middleware.runtime.ids import resolve_thread_id, resolve_user_id
+from deermem_middleware.runtime.ids import is_delegated_run, resolve_thread_id, resolve_user_id
 from deermem_middleware.runtime.service import MemoryService
 
 __all__ = ["MEMORY_CONTEXT_KEY", "MemoryNodes", "MemoryState"]
@@ -101,8 +101,8 @@ class MemoryNodes:
     # -- inject --------------------------------------------------------------------------------
 
     def _block(self, state: Any, config: RunnableConfig | None) -> str:
-        if not self.service.injecting:
-            return ""
+        if not self.service.injecting or is_delegated_run(_runtime(), config or {}):
+            return ""  # a subagent's run: not the user's conversation
         user_id = resolve_user_id(_runtime(), config or {})
         return self.service.memory_block(_messages(state, self.messages_key), user_id)
 
@@ -150,6 +150,8 @@ class MemoryNodes:
         if not self.service.active:
             return {}
         runtime = _runtime()
+        if is_delegated_run(runtime, config or {}):
+            return {}  # a subagent's run: its "user" message is the lead agent's instruction
         try:
             self.service.capture(
                 _messages(state, self.messages_key),

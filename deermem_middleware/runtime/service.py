@@ -451,16 +451,21 @@ class MemoryService:
         """True when memory is injected before model calls (enabled and injection on)."""
         return self.active and self.config.injection_enabled
 
-    def memory_block(self, messages: Sequence[BaseMessage], user_id: str) -> str:
+    def memory_block(
+        self, messages: Sequence[BaseMessage], user_id: str, agent_name: str | None = None
+    ) -> str:
         """The ``<memory>`` block for a model call about to be made, recorded in the ledger;
-        "" when there is nothing to inject or memory failed (logged: the call goes on)."""
+        "" when there is nothing to inject or memory failed (logged: the call goes on).
+
+        ``agent_name`` is the agent of this run when the host names it per run (DeerFlow's
+        context, ``create_agent(name=...)``); None: this engine's configured agent."""
         try:
-            rendered = self.explain_memory(messages, user_id=user_id)
+            rendered = self.explain_memory(messages, user_id=user_id, agent_name=agent_name)
         except Exception as exc:
             self.report_injection_error(exc, user_id)
             return ""
         if rendered.text:
-            self._record_injection(self.scope(user_id), rendered)
+            self._record_injection(self.scope(user_id, agent_name), rendered)
         return rendered.text
 
     # -- the injection ledger ---------------------------------------------------------------
