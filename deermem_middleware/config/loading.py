@@ -3,11 +3,19 @@
 A DeerFlow ``config.yaml`` carries a ``memory:`` block, either flat (``memory: {enabled,
 debounce_seconds, model_name, ...}``) or with its backend knobs nested under
 ``memory.backend_config``; both load. On top of DeerFlow, memory can be switched per agent *by
-name*: ``memory.agents.<name>: {...}`` in the same file, or a ``memory:`` block in
-``agents/<name>/config.yaml`` next to it (the later source wins key by key).
+name*: ``memory.agents.<name>: {...}`` in the same file, a ``memory:`` block in
+``agents/<name>/config.yaml`` next to it, or one in the agent's own ``config.yaml`` in DeerFlow's
+data folder (the later source wins key by key).
 
-Every mistake is reported with the file, the line and the key: unknown keys (a typo must not be
-silently ignored), wrong types, and ``$VAR``/``${VAR}`` references to unset environment variables.
+DeerFlow's real ``config.yaml`` loads unchanged: DeerFlow's own memory keys that mean nothing
+here (``manager_class``, ``mode``, ``eviction_*``, ``staleness_*``, ... — see
+:mod:`deermem_middleware.config.deerflow_compat`) are accepted and listed in one INFO log; a
+null value for a key that cannot be null (``temperature:`` left empty) counts as not set; and
+``storage_path`` keeps DeerFlow's meanings (:mod:`deermem_middleware.deerflow.paths`).
+
+Every other mistake is reported with the file, the line and the key: unknown keys (a typo must
+not be silently ignored), wrong types, and ``$VAR``/``${VAR}`` references to unset environment
+variables.
 """
 
 from __future__ import annotations
@@ -16,24 +24,41 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from deermem_middleware.config.deerflow_compat import (
+    DEERFLOW_BACKEND_KEYS,
+    DEERFLOW_HOST_KEYS,
+    is_deerflow_config,
+    is_own_manager_class,
+    model_from_entry,
+)
 from deermem_middleware.config.models import (
     AGENT_NAME_PATTERN,
     ConfigError,
+    EmbeddingsConfig,
     MemoryConfig,
+    ModelConfig,
+    StorageConfig,
 )
+from deermem_middleware.deerflow import paths as deerflow_paths
 
-__all__ = ["CONFIG_ENV_VAR", "default_config_path", "load_memory_config"]
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "DEERFLOW_CONFIG_ENV_VAR",
+    "default_config_path",
+    "load_memory_config",
+]
 
 logger = logging.getLogger(__name__)
 
 CONFIG_ENV_VAR = "DEERMEM_CONFIG"
+DEERFLOW_CONFIG_ENV_VAR = deerflow_paths.CONFIG_PATH_ENV_VAR
 MAX_YAML_NODES = 100_000
 """Most YAML nodes a config may expand to once aliases are followed: a real config has a few
 hundred; a "billion laughs" document (aliases of aliases) has billions and kept the loader busy
@@ -42,15 +67,24 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|^\$([A-Za-z_][A-Za-z0-9_]
 
 
 def default_config_path() -> Path | None:
-    """``$DEERMEM_CONFIG`` if set, else ``./config.yaml`` if it exists, else None."""
+    """The config file to read when none is given, or None.
+
+    In order: ``$DEERMEM_CONFIG``; ``$DEER_FLOW_CONFIG_PATH`` (DeerFlow's variable); then
+    DeerFlow's own discovery: ``config.yaml`` in the project root (``$DEER_FLOW_PROJECT_ROOT``,
+    else the current directory), then — DeerFlow installed from its source tree — its
+    ``backend/config.yaml`` or repository-root ``config.yaml``. A variable naming no file is an
+    error, never a silent fallback.
+    """
     env = os.environ.get(CONFIG_ENV_VAR)
     if env:
         path = Path(env).expanduser()
         if not path.is_file():
             raise ConfigError(f"{CONFIG_ENV_VAR}={env}: no such file")
         return path
-    local = Path("config.yaml")
-    return local if local.is_file() else None
+    try:
+        return deerflow_paths.find_config_path(package_dir=deerflow_paths.installed_deerflow_dir())
+    except FileNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -184,7 +218,30 @@ class _Origin:
     key: Key
 
 
+@dataclass
+class _Merge:
+    """The sources merged so far: values, where each came from, DeerFlow keys passed over."""
+
+    main: Path
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, _Origin] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+    def ignore(self, doc: _YamlDoc, key: Key, note: str = "") -> None:
+        where = "" if doc.path == self.main else f" (in {doc.path})"
+        self.ignored.append(f"{_dotted(key)}{note}{where}")
+
+
 _LAYOUT_KEYS = frozenset({"backend", "backend_config", "agents"})
+
+
+def _nullable(model: type[BaseModel], name: str) -> bool:
+    """Whether ``name`` may be null in ``model`` (unknown names: yes, so they stay errors)."""
+    info = model.model_fields.get(name)
+    if info is None:
+        return True
+    annotation = info.annotation
+    return annotation is None or annotation is Any or type(None) in get_args(annotation)
 
 
 def _memory_block(doc: _YamlDoc, base: Key) -> dict[str, Any]:
@@ -200,25 +257,36 @@ def _memory_block(doc: _YamlDoc, base: Key) -> dict[str, Any]:
     return block
 
 
-def _flatten_into(
-    merged: dict[str, Any], origins: dict[str, _Origin], doc: _YamlDoc, base: Key
-) -> dict[str, Any]:
-    """Merge one ``memory:`` block (flat or ``backend_config`` form) into ``merged``."""
+def _take(merge: _Merge, doc: _YamlDoc, key: str, value: Any, path: Key) -> None:
+    """One key of a block: a null for a key that cannot be null counts as not set; anything
+    else (unknown keys too, for the error) is kept, ``$VAR`` references resolved."""
+    if value is None and not _nullable(MemoryConfig, key):
+        return
+    merge.values[key] = _resolve_env(value, doc, path)
+    merge.origins[key] = _Origin(doc, path)
+
+
+def _flatten_into(merge: _Merge, doc: _YamlDoc, base: Key) -> dict[str, Any]:
+    """Merge one ``memory:`` block (flat or ``backend_config`` form) into ``merge``."""
     block = _memory_block(doc, base)
     for key, value in block.items():
         if key in _LAYOUT_KEYS:
             continue
-        merged[key] = _resolve_env(value, doc, (*base, key))
-        origins[key] = _Origin(doc, (*base, key))
+        if key in DEERFLOW_HOST_KEYS or key in DEERFLOW_BACKEND_KEYS:
+            merge.ignore(doc, (*base, key))
+            continue
+        _take(merge, doc, key, value, (*base, key))
     backend = block.get("backend")
     if backend is not None and backend not in ("file", "json", "memory"):
         raise ConfigError(
             f"{doc.where((*base, 'backend'))}: {_dotted((*base, 'backend'))}: unsupported backend "
             f"{backend!r} (supported: file, memory)"
         )
-    if backend is not None:
-        merged["__backend__"] = backend
     nested = block.get("backend_config")
+    manager = block.get("manager_class")
+    if nested is not None and manager is not None and not is_own_manager_class(manager):
+        merge.ignore(doc, (*base, "backend_config"), f" (the config of manager_class {manager!r})")
+        return block
     if nested is not None:
         if not isinstance(nested, dict):
             raise ConfigError(
@@ -227,24 +295,24 @@ def _flatten_into(
             )
         for key, value in nested.items():
             path = (*base, "backend_config", key)
-            if key in merged and key in block and merged[key] != value:
+            if key in DEERFLOW_BACKEND_KEYS:
+                merge.ignore(doc, path)
+                continue
+            if key in merge.values and key in block and merge.values[key] != value:
                 logger.warning(
                     "%s: %s overrides %s", doc.where(path), _dotted(path), _dotted((*base, key))
                 )
-            merged[key] = _resolve_env(value, doc, path)
-            origins[key] = _Origin(doc, path)
+            _take(merge, doc, key, value, path)
     return block
 
 
-def _resolve_model_name(
-    merged: dict[str, Any], origins: dict[str, _Origin], main: _YamlDoc
-) -> None:
+def _resolve_model_name(merge: _Merge, main: _YamlDoc) -> None:
     """DeerFlow's ``model_name`` points into the top-level ``models:`` list: inline that entry."""
-    name = merged.get("model_name")
-    if name is None or merged.get("model") is not None:
+    name = merge.values.get("model_name")
+    if name is None or merge.values.get("model") is not None:
         return
     models = main.data.get("models") if isinstance(main.data, dict) else None
-    origin = origins["model_name"]
+    origin = merge.origins["model_name"]
     if not isinstance(models, list):
         raise ConfigError(
             f"{origin.doc.where(origin.key)}: {_dotted(origin.key)}: {name!r} refers to the "
@@ -253,14 +321,11 @@ def _resolve_model_name(
     for index, entry in enumerate(models):
         if isinstance(entry, dict) and entry.get("name") == name:
             entry = _resolve_env(entry, main, ("models", index))
-            use = str(entry.get("use", "langchain_openai:ChatOpenAI"))
-            provider = "openai" if "openai" in use.lower() else use.split(":")[0].split(".")[0]
-            model: dict[str, Any] = {"provider": provider, "model": entry.get("model", name)}
-            for field in ("api_key", "base_url", "temperature", "max_tokens", "timeout"):
-                if entry.get(field) is not None:
-                    model[field] = entry[field]
-            merged["model"] = model
-            origins["model"] = _Origin(main, ("models", index))
+            translated = model_from_entry(entry)
+            merge.values["model"] = translated.model
+            merge.origins["model"] = _Origin(main, ("models", index))
+            for key in translated.unused:
+                merge.ignore(main, ("models", index, key))
             return
     raise ConfigError(
         f"{origin.doc.where(origin.key)}: {_dotted(origin.key)}: no model named {name!r} in the "
@@ -268,13 +333,76 @@ def _resolve_model_name(
     )
 
 
+def _without_nulls(value: Any, model: type[BaseModel]) -> Any:
+    """A nested mapping without the nulls of keys that cannot be null (they mean "default")."""
+    if not isinstance(value, dict):
+        return value
+    return {k: v for k, v in value.items() if v is not None or _nullable(model, str(k))}
+
+
+def _read_agent_doc(path: Path) -> _YamlDoc | None:
+    doc = _read_yaml(path)
+    if doc.data is not None and not isinstance(doc.data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return doc if doc.data else None
+
+
+def _agent_files(main: _YamlDoc, agent_name: str, user_id: str | None) -> list[Path]:
+    """The agent's own config files, in merge order: ``agents/<name>/config.yaml`` beside the
+    main file, then the one DeerFlow reads for it (per-user layout, else legacy)."""
+    found: list[Path] = []
+    beside = main.path.parent / "agents" / agent_name / "config.yaml"
+    if beside.is_file():
+        found.append(beside.resolve())
+    deerflow_file = deerflow_paths.agent_config_file(agent_name, user_id=user_id)
+    if deerflow_file is not None and deerflow_file.resolve() not in found:
+        found.append(deerflow_file.resolve())
+    return found
+
+
+def _storage_paths(merge: _Merge, deerflow: bool) -> None:
+    """``storage_path`` (and a sqlite ``storage.path``) made absolute.
+
+    DeerFlow's file: DeerFlow's rules (empty or absent → its data folder; relative → under it;
+    ``*.json`` → its folder), and our files in our subfolder of that root (the one DeerFlow's
+    manager adapter uses too, so both adapters share the documents). Otherwise relative paths
+    resolve against the YAML file that set them, ``*.json`` means its folder too, and a blank
+    value is the default (see the model).
+    """
+    values = merge.values
+    storage = values.get("storage_path")
+    if deerflow and (storage is None or isinstance(storage, str)):
+        root = deerflow_paths.storage_root(storage)
+        values["storage_path"] = str(root / deerflow_paths.DEERMEM_FOLDER)
+    elif isinstance(storage, str) and storage.strip():
+        text = storage
+        if text.lower().endswith(".json"):
+            text = os.path.dirname(text) or "."
+            logger.debug("memory storage_path %r names a file: using its folder", storage)
+        if not os.path.isabs(os.path.expanduser(text)):
+            text = str(merge.origins["storage_path"].doc.path.parent / text)
+        values["storage_path"] = os.path.normpath(text) if text != storage else text
+    backend = values.get("storage")
+    if isinstance(backend, dict) and isinstance(backend.get("path"), str):
+        db_path = backend["path"]
+        if db_path and not os.path.isabs(os.path.expanduser(db_path)):
+            folder = merge.origins["storage"].doc.path.parent
+            values["storage"] = {**backend, "path": str(folder / db_path)}
+
+
 def load_memory_config(
-    path: str | os.PathLike[str], *, agent_name: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    agent_name: str | None = None,
+    user_id: str | None = None,
 ) -> MemoryConfig:
     """Load the memory config for ``agent_name`` (None: the default agent) from ``path``.
 
     Sources, later wins key by key: the ``memory:`` block of ``path`` → ``memory.agents.<name>``
-    in the same file → the ``memory:`` block of ``agents/<name>/config.yaml`` beside ``path``.
+    in the same file → the ``memory:`` block of ``agents/<name>/config.yaml`` beside ``path`` →
+    the ``memory:`` block of the agent's ``config.yaml`` in DeerFlow's data folder
+    (``users/<user_id>/agents/<name>/``, else the legacy ``agents/<name>/``). ``user_id``
+    (default ``"default"``, DeerFlow's user without authentication) only picks that folder.
     """
     main = _read_yaml(Path(path).expanduser().resolve())
     if main.data is None:
@@ -283,38 +411,50 @@ def load_memory_config(
         raise ConfigError(f"{main.path}: top level must be a mapping")
     if agent_name is not None and not AGENT_NAME_PATTERN.match(agent_name):
         raise ConfigError(f"agent name must match {AGENT_NAME_PATTERN.pattern}, got {agent_name!r}")
+    if user_id is not None:
+        try:
+            deerflow_paths.validate_user_id(user_id)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
-    merged: dict[str, Any] = {}
-    origins: dict[str, _Origin] = {}
-    block = _flatten_into(merged, origins, main, ("memory",))
+    merge = _Merge(main.path)
+    block = _flatten_into(merge, main, ("memory",))
     agents = block.get("agents")
     if agents is not None and not isinstance(agents, dict):
         raise ConfigError(f"{main.where(('memory', 'agents'))}: memory.agents must be a mapping")
     if agent_name is not None:
         if agents and agent_name in agents:
-            _flatten_into(merged, origins, main, ("memory", "agents", agent_name))
-        agent_file = main.path.parent / "agents" / agent_name / "config.yaml"
-        if agent_file.is_file():
-            agent_doc = _read_yaml(agent_file)
-            if agent_doc.data is not None and not isinstance(agent_doc.data, dict):
-                raise ConfigError(f"{agent_file}: top level must be a mapping")
-            if agent_doc.data:
-                _flatten_into(merged, origins, agent_doc, ("memory",))
-    merged.pop("__backend__", None)
-    _resolve_model_name(merged, origins, main)
-    storage = merged.get("storage_path")
-    blank = not isinstance(storage, str) or not storage.strip()  # the default: see the model
-    if not blank and not os.path.isabs(os.path.expanduser(str(storage))):
-        merged["storage_path"] = str(origins["storage_path"].doc.path.parent / str(storage))
-    backend = merged.get("storage")
-    if isinstance(backend, dict) and isinstance(backend.get("path"), str):
-        db_path = backend["path"]
-        if db_path and not os.path.isabs(os.path.expanduser(db_path)):
-            folder = origins["storage"].doc.path.parent
-            merged["storage"] = {**backend, "path": str(folder / db_path)}
+            _flatten_into(merge, main, ("memory", "agents", agent_name))
+        for agent_file in _agent_files(main, agent_name, user_id):
+            agent_doc = _read_agent_doc(agent_file)
+            if agent_doc is not None:
+                _flatten_into(merge, agent_doc, ("memory",))
+    values = merge.values
+    model = values.get("model")
+    if isinstance(model, dict) and all(item in (None, "") for item in model.values()):
+        values["model"] = None  # DeerFlow: every field left out means "no model of its own"
+    _resolve_model_name(merge, main)
+    _storage_paths(merge, is_deerflow_config(main.data))
+    values["model"] = _without_nulls(values.get("model"), ModelConfig)
+    values["storage"] = _without_nulls(values.get("storage"), StorageConfig)
+    values["embeddings"] = _without_nulls(values.get("embeddings"), EmbeddingsConfig)
+    for key in ("model", "storage", "embeddings"):
+        if values[key] is None and key not in merge.origins:
+            del values[key]
     if agent_name is not None:
-        merged["agent_name"] = agent_name
-    return _validate(merged, origins)
+        values["agent_name"] = agent_name
+    if merge.ignored:
+        logger.info(
+            "%s: ignoring DeerFlow memory settings this package does not use: %s",
+            main.path,
+            ", ".join(merge.ignored),
+        )
+    config = _validate(values, merge.origins)
+    if config.model is not None and config.model.use and "model" in merge.origins:
+        origin = merge.origins["model"]
+        use_key = (*origin.key, "use")
+        config.model._use_where = f"{origin.doc.where(use_key)}: {_dotted(use_key)}"
+    return config
 
 
 def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> MemoryConfig:

@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
@@ -23,6 +24,7 @@ from pydantic import (
 
 __all__ = [
     "AGENT_NAME_PATTERN",
+    "CLASS_PATH_PATTERN",
     "DEFAULT_MAX_FACTS",
     "DEFAULT_STORAGE_PATH",
     "ConfigError",
@@ -40,6 +42,11 @@ DEFAULT_MAX_FACTS = 5000
 lifecycle section for the measurements); DeerFlow's 100 deleted what later questions needed."""
 AGENT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+\Z")
 r"""``\Z``, not ``$``: ``$`` also matches before a trailing newline ("coder\n" was accepted)."""
+CLASS_PATH_PATTERN = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
+)
+"""``package.module:ClassName`` (used with ``fullmatch``), DeerFlow's ``use`` form."""
+_SECRET_OPTION = re.compile(r"(api_key|secret|password|token)$", re.IGNORECASE)
 
 
 class ConfigError(ValueError):
@@ -49,10 +56,14 @@ class ConfigError(ValueError):
 class ModelConfig(BaseModel):
     """The chat model that extracts memory (any OpenAI-compatible endpoint, or another provider).
 
-    ``provider: openai`` (default) builds ``ChatOpenAI``; ``base_url`` points it at any
-    OpenAI-compatible server (vLLM, llama.cpp, Ollama, a gateway). ``provider: local`` starts a
-    llama.cpp server on loopback with ``gguf`` (default: the bundled SmolLM2). Other providers go
-    through ``langchain.chat_models.init_chat_model``.
+    ``provider: openai`` (default) builds ``ChatOpenAI``; ``base_url`` (alias ``api_base``, as
+    in DeerFlow's model profiles) points it at any OpenAI-compatible server (vLLM, llama.cpp,
+    Ollama, a gateway). ``provider: local`` starts a llama.cpp server on loopback with ``gguf``
+    (default: the bundled SmolLM2). Other providers go through
+    ``langchain.chat_models.init_chat_model``. ``use: package.module:ClassName`` (DeerFlow's
+    form) names the chat model class itself, imported only when the model is built (see
+    :func:`deermem_middleware.config.model_class.build_class_model`); it then gets the fields
+    set here plus ``options``, and ``provider`` is not used.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,6 +81,30 @@ class ModelConfig(BaseModel):
     loopback ``base_url`` s: ``{"repeat_penalty": 1.1}``; never sent to other endpoints."""
     gguf: str | None = None
     """``provider: local`` only: the GGUF file to serve (default: the bundled SmolLM2-135M)."""
+    use: str | None = None
+    """A chat model class path, ``package.module:ClassName`` (e.g.
+    ``langchain_anthropic:ChatAnthropic``); imported lazily, when the model is built."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """``use`` only: further constructor arguments of that class, passed as they are (from a
+    DeerFlow ``models:`` entry: ``request_timeout``, ``num_predict``, ...). Values under names
+    that look secret (``*api_key``, ``*secret``, ``*password``, ``*token``) are kept as
+    ``SecretStr`` and unwrapped when the model is built."""
+
+    _use_where: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _api_base(cls, data: Any) -> Any:
+        """``api_base`` (DeerFlow's model profiles) is ``base_url``."""
+        if isinstance(data, dict) and "api_base" in data:
+            data = dict(data)
+            api_base = data.pop("api_base")
+            base_url = data.get("base_url")
+            if base_url is not None and api_base is not None and base_url != api_base:
+                raise ValueError("give base_url or its alias api_base, not both")
+            if base_url is None:
+                data["base_url"] = api_base
+        return data
 
     @field_validator("temperature", "max_tokens", "timeout", "max_retries", mode="before")
     @classmethod
@@ -77,6 +112,32 @@ class ModelConfig(BaseModel):
         if isinstance(value, bool):
             raise ValueError(f"expected a number, got the boolean {value!r}")
         return value
+
+    @field_validator("use")
+    @classmethod
+    def _class_path(cls, value: str | None) -> str | None:
+        if value is not None:
+            value = value.strip()
+            if not CLASS_PATH_PATTERN.fullmatch(value):
+                raise ValueError(
+                    f"expected a class path like 'package.module:ClassName', got {value!r}"
+                )
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _secret_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return {
+            key: SecretStr(item)
+            if isinstance(item, str) and _SECRET_OPTION.search(str(key))
+            else item
+            for key, item in value.items()
+        }
+
+    @property
+    def use_where(self) -> str:
+        """Where ``use`` was written (``file:line: key``), for errors at build time."""
+        return self._use_where or "memory.model.use"
 
 
 class EmbeddingsConfig(BaseModel):
@@ -272,9 +333,14 @@ class MemoryConfig(BaseModel):
 
     @classmethod
     def from_yaml(
-        cls, path: str | os.PathLike[str], *, agent_name: str | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
     ) -> MemoryConfig:
-        """Load the ``memory:`` block of a DeerFlow-style YAML file (see module docstring)."""
+        """Load the ``memory:`` block of a DeerFlow-style YAML file (see
+        :func:`deermem_middleware.config.loading.load_memory_config`)."""
         from deermem_middleware.config.loading import load_memory_config
 
-        return load_memory_config(path, agent_name=agent_name)
+        return load_memory_config(path, agent_name=agent_name, user_id=user_id)

@@ -28,6 +28,10 @@ def build_chat_model(config: ModelConfig, *, resources: list[Any] | None = None)
     ``provider: local`` starts a llama.cpp server; it is appended to ``resources`` (the caller
     stops it when done; it is also stopped at interpreter exit).
     """
+    if config.use:  # a ``package.module:Class`` path (DeerFlow's ``models[].use``)
+        from deermem_middleware.config import build_class_model
+
+        return build_class_model(config)
     provider = config.provider.strip().lower()
     api_key = config.api_key.get_secret_value() if config.api_key is not None else None
     options = _common_options(config)

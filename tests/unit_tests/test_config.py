@@ -1,4 +1,7 @@
-"""MemoryConfig defaults and DeerFlow-style YAML loading (config.py)."""
+"""MemoryConfig defaults and DeerFlow-style YAML loading (``deermem_middleware.config``).
+
+DeerFlow's own files (its keys, paths and model profiles): ``test_config_deerflow.py``.
+"""
 
 from __future__ import annotations
 
@@ -475,7 +478,8 @@ def test_default_config_path_env_pointing_nowhere_raises(
 def test_default_config_path_falls_back_to_cwd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(CONFIG_ENV_VAR, raising=False)
+    for name in (CONFIG_ENV_VAR, "DEER_FLOW_CONFIG_PATH", "DEER_FLOW_PROJECT_ROOT"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     assert default_config_path() is None
     write(tmp_path / "config.yaml", "memory: {}\n")
