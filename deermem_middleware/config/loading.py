@@ -20,9 +20,11 @@ variables.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +110,42 @@ class _YamlDoc:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML has it: DeerFlow's 2,600-line ``config.example.yaml``
+parses in 18 ms instead of 440 ms (composed for line numbers, then loaded)."""
+
+_PARSED: dict[tuple[str, int, int, int], _YamlDoc] = {}
+_PARSED_LOCK = threading.Lock()
+_PARSED_MAX = 64
+
+
 def _read_yaml(path: Path) -> _YamlDoc:
+    """The parsed file, from a cache keyed by the file's identity, size and modification time.
+
+    Hosts build middleware per request (DeerFlow builds ``extensions.middlewares`` for every
+    agent), and each construction reads the config: without the cache, every request parsed
+    DeerFlow's example file again (255 ms a construction). A changed file is read again.
+    """
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _PARSED_LOCK:
+        cached = _PARSED.get(key)
+    if cached is None:
+        cached = _parse_yaml(path)
+        with _PARSED_LOCK:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[key] = cached
+    # callers may rewrite the data they get: each gets its own copy
+    return _YamlDoc(cached.path, copy.deepcopy(cached.data), cached.lines)
+
+
+def _parse_yaml(path: Path) -> _YamlDoc:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -116,10 +153,10 @@ def _read_yaml(path: Path) -> _YamlDoc:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_LOADER)
         if node is not None:
             _check_expansion(node, path)
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

@@ -491,3 +491,13 @@ def test_default_config_path_falls_back_to_cwd(
 def test_from_yaml_is_load_memory_config(tmp_path: Path) -> None:
     path = write(tmp_path / "config.yaml", "memory:\n  max_facts: 7\n")
     assert MemoryConfig.from_yaml(path).max_facts == 7
+
+
+def test_a_changed_config_file_is_read_again(tmp_path: Path) -> None:
+    """Parsed files are cached (hosts build middleware per request), by size and mtime."""
+    path = tmp_path / "config.yaml"
+    path.write_text("memory:\n  debounce_seconds: 5\n", encoding="utf-8")
+    assert load_memory_config(path).debounce_seconds == 5
+    assert load_memory_config(path).debounce_seconds == 5
+    path.write_text("memory:\n  debounce_seconds: 12.5\n", encoding="utf-8")
+    assert load_memory_config(path).debounce_seconds == 12.5
