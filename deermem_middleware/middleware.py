@@ -58,6 +58,9 @@ from deermem_middleware.storage.journal import PendingJournal
 
 __all__ = ["MIDDLEWARE_NAME", "MemoryMiddleware", "append_to_system_message"]
 
+MAX_RUN_AGENTS = 4096
+"""(agent, user) pairs whose engine a middleware remembers (see ``_engine_for``)."""
+
 MIDDLEWARE_NAME = "DeermemMemoryMiddleware"
 """The middleware's name in an agent's stack. Not the class name: DeerFlow always adds its own
 ``MemoryMiddleware``, and ``create_agent`` refuses two middlewares with one name."""
@@ -125,7 +128,13 @@ class MemoryMiddleware(AgentMiddleware):
         self._per_run_agent = config.agent_name is None
         """No agent named at construction (DeerFlow builds ``extensions.middlewares`` with no
         arguments): each run's agent comes from the run (see :mod:`~.runtime.ids`)."""
-        self._agents: dict[str, MemoryService] = {}
+        self._agents: collections.OrderedDict[tuple[str, str], MemoryService] = (
+            collections.OrderedDict()
+        )
+        """Engines by (agent, user): DeerFlow's custom agents are per user, with per-user
+        settings files. Bounded (least recently used out); engines are shared, so an entry
+        dropped here only costs a re-check."""
+        self._own_engines: dict[int, MemoryService] = {}
         self._agents_lock = threading.Lock()
         self._bad_names: set[str] = set()
 
@@ -157,7 +166,9 @@ class MemoryMiddleware(AgentMiddleware):
 
     # -- per-run agents ------------------------------------------------------------------------
 
-    def _engine_for(self, agent_name: str | None) -> tuple[MemoryService, str | None]:
+    def _engine_for(
+        self, agent_name: str | None, user_id: str = "default"
+    ) -> tuple[MemoryService, str | None]:
         """The engine and agent for a run naming ``agent_name``.
 
         The agent named at construction wins; otherwise the run's. An agent whose settings are
@@ -178,18 +189,27 @@ class MemoryMiddleware(AgentMiddleware):
                 )
             return self.service, None
         with self._agents_lock:
-            engine = self._agents.get(agent_name)
+            key = (agent_name, user_id)
+            engine = self._agents.get(key)
             if engine is None:
-                engine = self._acquire_for(agent_name)
-                self._agents[agent_name] = engine
+                engine = self._acquire_for(agent_name, user_id)
+                self._agents[key] = engine
+                if engine is not self.service:
+                    if id(engine) in self._own_engines:
+                        engine.release(0)  # already counted once for this middleware
+                    self._own_engines[id(engine)] = engine
+                if len(self._agents) > MAX_RUN_AGENTS:
+                    self._agents.popitem(last=False)
+            else:
+                self._agents.move_to_end(key)
         return engine, agent_name
 
-    def _acquire_for(self, agent_name: str) -> MemoryService:
+    def _acquire_for(self, agent_name: str, user_id: str) -> MemoryService:
         base = self.service.config
         config = base.for_agent(agent_name)
         if self._source is not None:
             try:
-                config = load_memory_config(self._source, agent_name=agent_name)
+                config = load_memory_config(self._source, agent_name=agent_name, user_id=user_id)
             except ConfigError as exc:
                 logger.error(
                     "agent %r: its memory settings cannot be loaded (%s); using the default "
@@ -204,8 +224,8 @@ class MemoryMiddleware(AgentMiddleware):
 
     def _engines(self) -> list[MemoryService]:
         with self._agents_lock:
-            own = {id(e): e for e in self._agents.values() if e is not self.service}
-        return [self.service, *own.values()]
+            own = list(self._own_engines.values())
+        return [self.service, *own]
 
     # -- the engine's state, as attributes --------------------------------------------------
 
@@ -330,15 +350,18 @@ class MemoryMiddleware(AgentMiddleware):
             system_message=append_to_system_message(request.system_message, block)
         )
 
-    def _for_model_call(self, request: ModelRequest) -> tuple[MemoryService, str | None] | None:
-        """The engine and agent to inject for, or None: not injecting, or a delegated run
-        (a subagent: the user's memory is not its business)."""
+    def _for_model_call(
+        self, request: ModelRequest
+    ) -> tuple[MemoryService, str, str | None] | None:
+        """The engine, user and agent to inject for, or None: not injecting, or a delegated
+        run (a subagent: the user's memory is not its business)."""
         config = current_config()
         if is_delegated_run(request.runtime, config):
             return None
-        engine, agent = self._engine_for(resolve_agent_name(request.runtime, config))
+        user_id = resolve_user_id(request.runtime, config)
+        engine, agent = self._engine_for(resolve_agent_name(request.runtime, config), user_id)
         engine.use_model(request.model)
-        return (engine, agent) if engine.injecting else None
+        return (engine, user_id, agent) if engine.injecting else None
 
     def wrap_model_call(
         self,
@@ -348,8 +371,7 @@ class MemoryMiddleware(AgentMiddleware):
         target = self._for_model_call(request)
         if target is None:
             return handler(request)
-        user_id = resolve_user_id(request.runtime)
-        return handler(self._inject(request, target[0], user_id, target[1]))
+        return handler(self._inject(request, *target))
 
     async def awrap_model_call(
         self,
@@ -359,10 +381,8 @@ class MemoryMiddleware(AgentMiddleware):
         target = self._for_model_call(request)
         if target is None:
             return await handler(request)
-        user_id = resolve_user_id(request.runtime)
         # storage reads are blocking file I/O: keep them off the event loop
-        new_request = await asyncio.to_thread(self._inject, request, target[0], user_id, target[1])
-        return await handler(new_request)
+        return await handler(await asyncio.to_thread(self._inject, request, *target))
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         try:
@@ -370,12 +390,13 @@ class MemoryMiddleware(AgentMiddleware):
             if is_delegated_run(runtime, config):
                 logger.debug("memory capture skipped: a delegated (subagent) run")
                 return None
-            engine, agent = self._engine_for(resolve_agent_name(runtime, config))
+            user_id = resolve_user_id(runtime, config)
+            engine, agent = self._engine_for(resolve_agent_name(runtime, config), user_id)
             if not engine.active:
                 return None
             engine.capture(
                 state.get("messages", []),
-                user_id=resolve_user_id(runtime, config),
+                user_id=user_id,
                 thread_id=resolve_thread_id(runtime, config),
                 agent_name=agent,
             )

@@ -53,7 +53,7 @@ def _extracted_threads(extractor: ScriptedChatModel) -> list[str]:
 # -- the name -------------------------------------------------------------------------------
 
 
-class MemoryMiddleware_(AgentMiddleware):  # noqa: N801 - renamed below to DeerFlow's class name
+class MemoryMiddleware_(AgentMiddleware):  # renamed below to DeerFlow's class name
     """Stands in for DeerFlow's own ``MemoryMiddleware``, which DeerFlow always adds: same class
     name, so the same default middleware name."""
 
@@ -360,4 +360,40 @@ def test_an_agent_that_is_a_node_of_a_bigger_graph_is_still_captured(
     assert mw.flush(timeout=10)
     assert len(extractor.calls) == 1
     assert mw.get_memory("alice").facts
+    mw.close()
+
+
+def test_deerflow_per_user_agent_settings_apply_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeerFlow's custom agents are per user: alice's ``coder`` has memory off in
+    ``users/alice/agents/coder/config.yaml``; bob's ``coder`` has no file of its own."""
+    home = tmp_path / "deerflow-home"
+    monkeypatch.setenv("DEER_FLOW_HOME", str(home))
+    for name in ("DEERMEM_CONFIG", "DEER_FLOW_PROJECT_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "config_version: 1\nsandbox: {use: example:Sandbox}\n"
+        "memory:\n  debounce_seconds: 3600\n  flush_on_exit_seconds: null\n  embeddings: none\n",
+        encoding="utf-8",
+    )
+    agent_file = home / "users" / "alice" / "agents" / "coder" / "config.yaml"
+    agent_file.parent.mkdir(parents=True)
+    agent_file.write_text("name: coder\nmemory:\n  enabled: false\n", encoding="utf-8")
+    monkeypatch.setenv("DEER_FLOW_CONFIG_PATH", str(config))
+    extractor = _extractor()
+    mw = MemoryMiddleware(model=extractor)
+    assert str(mw.config.storage_path).startswith(str(home))
+    agent = create_agent(RecordingAgentModel(), [], middleware=[mw], checkpointer=InMemorySaver())
+    for user in ("alice", "bob"):
+        agent.invoke(
+            {"messages": [HumanMessage("I write Go services.")]},
+            {"configurable": {"thread_id": f"t-{user}"}},
+            context={"user_id": user, "agent_name": "coder"},
+        )
+    assert mw.flush(timeout=10)
+    assert len(extractor.calls) == 1
+    assert mw.get_memory("bob", "coder").facts
+    assert not mw.get_memory("alice", "coder").facts
     mw.close()
