@@ -4,31 +4,105 @@ be injected."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from deermem_middleware.memory.document import Memory
+    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.base import MemoryScope
 
-from deermem_middleware.cli.common import _clip, _dump, _opened, _table, _who
+from deermem_middleware.cli.common import UsageError, _clip, _dump, _opened, _table, _who
 
 __all__: list[str] = []  # private: the command is the interface
+
+
+@contextlib.contextmanager
+def _storage_guard(middleware: MemoryService) -> Iterator[None]:
+    """A storage path that cannot be used (a file where a folder should be, no permission)
+    becomes one clear line instead of a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        from deermem_middleware.cli.common import _storage_where
+
+        root = _storage_where(middleware.storage)
+        culprit = next((p for p in [Path(root), *Path(root).parents] if p.is_file()), None)
+        if isinstance(exc, NotADirectoryError) and culprit is not None:
+            raise UsageError(
+                f"the memory storage_path {root} is not a folder: {culprit} is a file (DeerFlow "
+                "v2.0.0's storage_path named memory.json; name the folder that holds it)"
+            ) from None
+        raise UsageError(
+            f"cannot use the memory storage at {root}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else "")
+        ) from None
+
+
+def _deerflow_root(middleware: MemoryService) -> Path | None:
+    """The storage root when it is a DeerFlow data folder (JSON-file storage only)."""
+    from deermem_middleware.deerflow.layout import is_deerflow_folder
+    from deermem_middleware.storage.json_file import JSONFileStorage
+
+    storage = middleware.storage
+    if isinstance(storage, JSONFileStorage) and is_deerflow_folder(storage.root):
+        return storage.root
+    return None
+
+
+def _deerflow_scope(root: Path, scope: MemoryScope) -> tuple[Memory, list[str]]:
+    """What DeerFlow's files under ``root`` hold for ``scope`` (read-only), and those files."""
+    from deermem_middleware.cli.common import _now
+    from deermem_middleware.cli.interchange import _combined
+    from deermem_middleware.deerflow.layout import read_folder
+
+    folder = read_folder(root, only=[(scope.user_id, scope.agent_name)], log=False)
+    pieces = folder.for_scope(scope.user_id, scope.agent_name)
+    return _combined(pieces, _now()), [p.relative for p in pieces]
 
 
 def _show(args: argparse.Namespace) -> int:
     from deermem_middleware.memory.document import SECTION_FIELDS
 
-    with _opened(args) as middleware:
+    with _opened(args) as middleware, _storage_guard(middleware):
         scope = middleware.scope(args.user)
         stored = middleware.storage.load(scope)
         where = middleware.storage.describe(scope)
+        deerflow = _deerflow_root(middleware)
+        from_deerflow: list[str] = []
+        if deerflow is not None:
+            memory_there, from_deerflow = _deerflow_scope(deerflow, scope)
+            if stored.revision == 0 and from_deerflow:
+                from deermem_middleware.storage.base import StoredMemory
+
+                stored = StoredMemory(memory_there, 0)
+                where = f"DeerFlow's files in {deerflow} (read only): {', '.join(from_deerflow)}"
+            elif from_deerflow:
+                print(
+                    f"deermem: note: {deerflow} also holds DeerFlow memory for {_who(scope)} "
+                    f"({', '.join(from_deerflow)}), not shown: `deermem import --deerflow "
+                    f"{deerflow}` merges it",
+                    file=sys.stderr,
+                )
+                from_deerflow = []
     memory = stored.memory
     shown = [f for f in memory.facts if args.all or f.status == "active"]
     hidden = len(memory.facts) - len(shown)
     hidden_note = f"{hidden} superseded/archived fact(s) hidden; --all shows them" if hidden else ""
+    if from_deerflow:
+        print(
+            f"deermem: note: not imported yet; `deermem import --deerflow {deerflow}` takes "
+            "DeerFlow's memory into this storage",
+            file=sys.stderr,
+        )
     if args.json:
         document = {"revision": stored.revision, **memory.to_json_dict()}
+        if from_deerflow:
+            document["deerflowFiles"] = from_deerflow
         if hidden:
             keep = {f.id for f in shown}
             document["facts"] = [f for f in document["facts"] if f["id"] in keep]

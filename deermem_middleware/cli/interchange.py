@@ -1,5 +1,6 @@
-"""``deermem export`` and ``import``: our document or DeerFlow's ``memory.json``, validated and
-capped."""
+"""``deermem export`` and ``import``: our document, DeerFlow's ``memory.json`` (v1.0), DeerFlow
+HEAD's v2 layout (summary JSON plus one Markdown file per fact), or a whole DeerFlow data folder;
+read leniently one fact at a time, and capped as extracted memory is."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from deermem_middleware.deerflow.layout import FolderRead, Piece
     from deermem_middleware.memory.document import Memory
-    from deermem_middleware.memory.interchange import CapReport
+    from deermem_middleware.memory.interchange import CapReport, RepairReport
+    from deermem_middleware.runtime.service import MemoryService
 
 from deermem_middleware.cli.common import UsageError, _compare_and_set, _dump, _now, _opened, _who
+from deermem_middleware.cli.inspect import _storage_guard
 
 __all__: list[str] = []  # private: the command is the interface
-
-
-DEERFLOW_FACT_KEYS: Final = ("id", "content", "category", "confidence", "createdAt", "source")
 
 
 LIFECYCLE_KEYS: Final = frozenset(
@@ -29,40 +30,34 @@ LIFECYCLE_KEYS: Final = frozenset(
         "confirmations",
         "lastInjectedAt",
         "injections",
-        "status",
         "supersededBy",
         "manual",
-        "updatedAt",
     }
 )
-"""Fact keys DeerFlow never writes: a file with any of them is one of ours."""
+"""Fact keys only we write: a file with any of them is one of ours (DeerFlow HEAD writes
+``status`` and ``updatedAt`` too)."""
+
+MAX_REPAIR_LINES: Final = 20
+"""Repairs listed one per line in a receipt; -v lists them all."""
 
 
 def _deerflow_document(memory: Memory) -> dict[str, Any]:
-    """``memory`` in DeerFlow's ``memory.json`` shape: its keys only, active facts only."""
-    from deermem_middleware.memory.document import HISTORY_FIELDS, USER_FIELDS
+    """``memory`` in DeerFlow's v1.0 ``memory.json`` shape (see
+    :func:`~deermem_middleware.deerflow.formats.to_deerflow`)."""
+    from deermem_middleware.deerflow.formats import to_deerflow
 
-    def group(names: Sequence[str]) -> dict[str, Any]:
-        return {
-            n: {"summary": memory.section(n).summary, "updatedAt": memory.section(n).updatedAt}
-            for n in names
-        }
+    return to_deerflow(memory)
 
-    return {
-        "version": memory.version,
-        "lastUpdated": memory.lastUpdated,
-        "user": group(USER_FIELDS),
-        "history": group(HISTORY_FIELDS),
-        "facts": [
-            {key: getattr(f, key) for key in DEERFLOW_FACT_KEYS}
-            for f in memory.facts
-            if f.status == "active"
-        ],
-    }
+
+# -- export ----------------------------------------------------------------------------------
 
 
 def _export(args: argparse.Namespace) -> int:
-    with _opened(args) as middleware:
+    if args.layout == "v2":
+        if args.format != "deerflow":
+            raise UsageError("--layout v2 is DeerFlow's layout: give --format deerflow too")
+        return _export_v2(args)
+    with _opened(args) as middleware, _storage_guard(middleware):
         scope = middleware.scope(args.user)
         stored = middleware.storage.load(scope)
     if args.format == "deerflow":
@@ -90,8 +85,53 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_v2(args: argparse.Namespace) -> int:
+    from deermem_middleware.deerflow.layout import write_v2
+
+    if args.output is None:
+        raise UsageError("--layout v2 writes a folder: give it with --output DIR")
+    root = Path(args.output).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--output {root} is a file; --layout v2 writes a folder")
+    with _opened(args) as middleware, _storage_guard(middleware):
+        user = middleware.scope(args.user).user_id
+        if args.agent is not None:
+            agents = [middleware.scope(args.user).agent_name]
+        else:
+            agents = sorted(
+                s.agent_name for s in middleware.storage.list_scopes() if s.user_id == user
+            )
+        documents = {}
+        for agent in agents:
+            stored = middleware.storage.load(middleware.scope(user, agent))
+            if stored.revision:
+                documents[agent] = stored.memory
+    if not documents:
+        raise UsageError(f"nothing is stored for user {user!r}: no document to export")
+    try:
+        written = write_v2(root, user, documents)
+    except (ValueError, FileExistsError) as exc:
+        raise UsageError(f"cannot export to {root}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename or root}: {exc.strerror or exc}") from None
+    per_agent = ", ".join(f"{a}: {n}" for a, n in written.facts.items())
+    print(
+        f"exported the memory of user {user!r} to {root} in DeerFlow's v2 layout: "
+        f"{written.manifest.relative_to(root)} (summaries) and "
+        f"{sum(written.facts.values())} fact file(s) ({per_agent})"
+    )
+    if written.skipped:
+        print(f"  not exported (DeerFlow keeps active facts only): {', '.join(written.skipped)}")
+    for old, new in written.renamed.items():
+        print(f"  fact {old!r} written as {new} (DeerFlow ids are file names)")
+    return 0
+
+
+# -- reading one file ------------------------------------------------------------------------
+
+
 def _detect_format(data: dict[str, Any]) -> str:
-    if {"revision", "scope", "watermarks"} & data.keys():
+    if {"revision", "scope", "watermarks"} & data.keys() and data.get("version") != "2.0":
         return "deermem"
     facts = data.get("facts")
     if isinstance(facts, list) and any(
@@ -101,21 +141,41 @@ def _detect_format(data: dict[str, Any]) -> str:
     return "deerflow"
 
 
-def _field_path(location: Sequence[Any]) -> str:
-    out = ""
-    for part in location:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+@dataclass
+class _FileRead:
+    memory: Memory
+    detected: str
+    report: RepairReport
+    notes: list[str] = field(default_factory=list)
 
 
-def _read_memory_file(path: Path, fmt: str = "auto") -> tuple[Memory, str]:
-    """Load and validate a memory document file; returns (memory, detected format).
+def _markdown_beside(path: Path, agent: str, now: str) -> tuple[list[Memory], list[str], int]:
+    """For a v2 summary manifest: the Markdown facts of ``agent`` beside it, the lines of their
+    repairs (plus a note naming the other agents with facts there), and how many were dropped."""
+    from deermem_middleware.deerflow.layout import markdown_beside
 
-    Raises :class:`UsageError` naming the file and the field for anything wrong with it.
+    memories, reports, others = markdown_beside(path, agent, now=now)
+    notes = [line for report in reports for line in report.lines()]
+    if others:
+        names = ", ".join(f"{name} ({count})" for name, count in others.items())
+        notes.append(
+            f"the folder also holds Markdown facts of agent(s) {names}: import them with "
+            "--agent NAME, or the whole data folder with --deerflow"
+        )
+    return memories, notes, sum(r.facts_dropped for r in reports)
+
+
+def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__") -> _FileRead:
+    """Load a memory document file, leniently: what DeerFlow's loaders accept (no id, a ``null``
+    confidence, facts as an id map, a v2 summary manifest with Markdown facts beside it) is
+    repaired; a value neither accepts (a confidence of ``"lots"``, a duplicate id) is an error.
+
+    Raises :class:`UsageError` naming the file and the field.
     """
-    from pydantic import ValidationError
-
-    from deermem_middleware.memory.document import DocumentFormatError, Memory, parse_document_json
+    from deermem_middleware.deerflow.formats import from_deerflow, is_v2_manifest
+    from deermem_middleware.deerflow.layout import resolve_fact_references
+    from deermem_middleware.memory.document import DocumentFormatError, parse_document_json
+    from deermem_middleware.memory.interchange import RepairReport, invalid_text, repair_document
 
     try:
         raw = path.read_bytes()
@@ -131,39 +191,53 @@ def _read_memory_file(path: Path, fmt: str = "auto") -> tuple[Memory, str]:
             "(a memory document)"
         )
     detected = _detect_format(data) if fmt == "auto" else fmt
-    revision = data.pop("revision", 0)
-    data.pop("scope", None)
+    revision = data.get("revision", 0)
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
         raise UsageError(f"{path}: revision: must be a non-negative integer, got {revision!r}")
     facts = data.get("facts")
-    if facts is not None and not isinstance(facts, list):
+    if facts is not None and not isinstance(facts, list | dict):
         raise UsageError(f"{path}: facts: must be a list, got {type(facts).__name__}")
-    try:
-        memory = Memory.from_json_dict(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        more = f" (and {exc.error_count() - 1} more error(s))" if exc.error_count() > 1 else ""
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise UsageError(f"{path}: {_field_path(first['loc'])}: {message}{more}") from None
-    from deermem_middleware.memory.interchange import invalid_text
-
-    seen: dict[str, int] = {}
+    now = _now()
+    notes: list[str] = []
+    beside: list[Memory] = []
+    dropped = 0
+    v2 = is_v2_manifest(data)
+    if v2:
+        beside, notes, dropped = _markdown_beside(path, agent, now)
+    data, unread = resolve_fact_references(data, path.parent, root=path.parent)
+    if detected == "deerflow":
+        memory, report = from_deerflow(data, where=str(path), now=now)
+    else:
+        memory, report = repair_document(data, where=str(path), now=now)
+    problems = [*unread.repairs, *report.invalid]
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        reason = first.reason.split("; ")[0]  # what is wrong, not what a lenient read would do
+        raise UsageError(f"{path}: {first.field}: {reason}{more}")
     for index, fact in enumerate(memory.facts):
         for name, value in fact.model_dump(exclude={"content", "category"}).items():
             if isinstance(value, str) and invalid_text(value):
                 raise UsageError(
                     f"{path}: facts[{index}].{name}: not valid Unicode (a lone surrogate)"
                 )
-        if not fact.id.strip():
-            raise UsageError(f"{path}: facts[{index}].id: must not be blank")
-        if not fact.content.strip():
-            raise UsageError(f"{path}: facts[{index}].content: must not be blank")
-        if fact.id in seen:
-            raise UsageError(
-                f"{path}: facts[{index}].id: duplicate id {fact.id!r} (also facts[{seen[fact.id]}])"
-            )
-        seen[fact.id] = index
-    return memory, detected
+    if beside:
+        facts_beside = tuple(f for m in beside for f in m.facts)
+        memory = memory.model_copy(update={"facts": (*memory.facts, *facts_beside)})
+        report = RepairReport(
+            report.where,
+            report.repairs,
+            report.facts_read + len(facts_beside) + dropped,
+            report.facts_kept + len(facts_beside),
+            report.dropped_items,
+        )
+        detected = "deerflow v2"
+    elif v2:
+        notes.append(f"a DeerFlow v2 summary file: no Markdown facts of agent {agent!r} beside it")
+    return _FileRead(memory, detected, report, notes)
+
+
+# -- merging ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -172,6 +246,12 @@ class _MergeReport:
     same_id: int = 0
     same_text: int = 0
     sections: list[str] = field(default_factory=list)
+
+    def absorb(self, other: _MergeReport) -> None:
+        self.added += other.added
+        self.same_id += other.same_id
+        self.same_text += other.same_text
+        self.sections += [s for s in other.sections if s not in self.sections]
 
 
 def _merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, _MergeReport]:
@@ -229,13 +309,40 @@ def _merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, 
     return merged, report
 
 
+def _combined(pieces: Sequence[Piece], now: str) -> Memory:
+    """The pieces of one scope as one document, merged in order (for ``show``)."""
+    from deermem_middleware.memory.document import Memory
+
+    memory = Memory()
+    for piece in pieces:
+        memory, _ = _merge_memory(memory, piece.memory, now)
+    return memory
+
+
+# -- import ----------------------------------------------------------------------------------
+
+
 def _import(args: argparse.Namespace) -> int:
+    if args.deerflow is not None:
+        if args.file is not None:
+            raise UsageError("give either FILE or --deerflow DIR, not both")
+        return _import_folder(args)
+    if args.file is None:
+        raise UsageError("give the FILE to import, or --deerflow DIR for a DeerFlow data folder")
+    return _import_file(args)
+
+
+def _import_file(args: argparse.Namespace) -> int:
     from deermem_middleware.memory.interchange import CapReport, cap_document
 
     path = Path(args.file)
-    incoming, detected = _read_memory_file(path, args.format)
-    with _opened(args) as middleware:
+    if path.is_dir():
+        hint = " (a DeerFlow data folder: use --deerflow)" if _looks_deerflow(path) else ""
+        raise UsageError(f"{path} is a folder, not a memory document{hint}")
+    with _opened(args) as middleware, _storage_guard(middleware):
         scope = middleware.scope(args.user)
+        read = _read_memory_file(path, args.format, scope.agent_name)
+        incoming, detected = read.memory, read.detected
         report = _MergeReport()
         capped = CapReport()
 
@@ -259,24 +366,181 @@ def _import(args: argparse.Namespace) -> int:
             kept = {f.content for f in incoming.facts}
             embeddings.forget([f.content for f in before.facts if f.content not in kept])
         middleware.selector.forget(scope)
+    repaired = _repaired_note(read.report)
     if args.replace:
         print(
             f"replaced the memory of {_who(scope)} with {path} ({detected} format): "
             f"{len(report.added)} fact(s), was {len(before.facts)}; revision {revision}"
+            + repaired
             + _capped_note(capped)
         )
-        return 0
-    print(
-        f"merged {path} ({detected} format) into the memory of {_who(scope)} "
-        f"(revision {revision}): {len(report.added)} fact(s) added, {report.same_id} with a "
-        f"known id and {report.same_text} with known text skipped; "
-        f"{len(report.sections)} summary(ies) taken"
-        + (f" ({', '.join(report.sections)})" if report.sections else "")
-        + _capped_note(capped)
-    )
+    else:
+        print(
+            f"merged {path} ({detected} format) into the memory of {_who(scope)} "
+            f"(revision {revision}): {len(report.added)} fact(s) added, {report.same_id} with a "
+            f"known id and {report.same_text} with known text skipped; "
+            f"{len(report.sections)} summary(ies) taken"
+            + (f" ({', '.join(report.sections)})" if report.sections else "")
+            + repaired
+            + _capped_note(capped)
+        )
+    _print_lines([*read.report.lines(), *read.notes], args.verbose)
     return 0
+
+
+def _looks_deerflow(path: Path) -> bool:
+    from deermem_middleware.deerflow.layout import is_deerflow_folder
+
+    return is_deerflow_folder(path)
+
+
+def _repaired_note(report: RepairReport) -> str:
+    parts = []
+    if report.facts_repaired:
+        parts.append(f"{report.facts_repaired} fact(s) repaired")
+    if report.facts_dropped:
+        parts.append(f"{report.facts_dropped} dropped")
+    return f"; {', '.join(parts)} on the way in (listed below)" if parts else ""
+
+
+def _print_lines(lines: Sequence[str], verbose: int, indent: str = "  ") -> None:
+    shown = lines if verbose else lines[:MAX_REPAIR_LINES]
+    for line in shown:
+        print(f"{indent}{line}")
+    if len(lines) > len(shown):
+        print(f"{indent}... and {len(lines) - len(shown)} more (-v lists them all)")
 
 
 def _capped_note(capped: CapReport) -> str:
     notes = capped.notes()
     return f"; capped as extracted memory is: {'; '.join(notes)}" if notes else ""
+
+
+def _check_folder(root: Path) -> None:
+    """A clear error when ``root`` is not a DeerFlow data folder (with the likely one)."""
+    from deermem_middleware.deerflow.layout import is_deerflow_folder
+
+    if not root.exists():
+        raise UsageError(f"--deerflow {root}: no such folder")
+    if root.is_file():
+        raise UsageError(
+            f"--deerflow {root} is a file: give the DeerFlow data folder that holds it "
+            f"(or import this one file: deermem import {root})"
+        )
+    if is_deerflow_folder(root):
+        return
+    likely = [p for p in (root / ".deer-flow", root / "backend" / ".deer-flow") if p.is_dir()]
+    hint = f"; did you mean {likely[0]}?" if likely else ""
+    raise UsageError(
+        f"{root} is not a DeerFlow data folder: it holds no memory.json, agents/<name>/"
+        f"memory.json, users/<uid>/memory.json or agents/<name>/facts/ Markdown files{hint}"
+    )
+
+
+@dataclass
+class _ScopeReceipt:
+    user: str
+    agent: str
+    revision: int
+    merge: _MergeReport
+    capped: CapReport
+    pieces: list[Piece]
+
+
+def _import_folder(args: argparse.Namespace) -> int:
+    from deermem_middleware.deerflow.layout import read_folder
+
+    root = Path(args.deerflow).expanduser()
+    _check_folder(root)
+    only = None if args.user is None else [(args.user, args.agent)]
+    folder = read_folder(root, now=_now(), only=only, log=False)  # the receipt lists them
+    scopes = [s for s in folder.scopes() if args.agent is None or s[1] == args.agent]
+    if not scopes and not folder.errors:
+        who = (
+            " for"
+            + (f" user {args.user!r}" if args.user else "")
+            + (f" agent {args.agent!r}" if args.agent else "")
+        )
+        raise UsageError(f"{root}: no DeerFlow memory{who}")
+    receipts: list[_ScopeReceipt] = []
+    with _opened(args) as middleware, _storage_guard(middleware):
+        for user, agent in scopes:
+            receipts.append(_import_scope(middleware, folder, user, agent, args.replace))
+    _print_folder_receipt(root, folder, receipts, args.verbose)
+    for relative, reason in folder.errors:
+        print(f"deermem: error: {root / relative}: {reason}", file=sys.stderr)
+    return 1 if folder.errors else 0
+
+
+def _import_scope(
+    middleware: MemoryService, folder: FolderRead, user: str, agent: str, replace: bool
+) -> _ScopeReceipt:
+    from deermem_middleware.memory.document import Memory
+    from deermem_middleware.memory.interchange import CapReport, cap_document
+
+    pieces = folder.for_scope(user, agent)
+    scope = middleware.scope(user, agent)
+    merge = _MergeReport()
+    capped = CapReport()
+
+    def change(memory: Memory) -> Memory:
+        nonlocal merge, capped
+        now = _now()
+        merge = _MergeReport()
+        merged = Memory() if replace else memory
+        for piece in pieces:
+            merged, step = _merge_memory(merged, piece.memory, now)
+            merge.absorb(step)
+        if merged is memory:
+            return memory  # nothing new: nothing written
+        result, capped = cap_document(merged, max_facts=middleware.config.max_facts)
+        dropped = set(capped.facts_over_capacity)
+        merge.added = [i for i in merge.added if i not in dropped]
+        return result
+
+    _, _, revision = _compare_and_set(middleware.storage, scope, change)
+    middleware.selector.forget(scope)
+    return _ScopeReceipt(user, agent, revision, merge, capped, pieces)
+
+
+def _print_folder_receipt(
+    root: Path, folder: FolderRead, receipts: list[_ScopeReceipt], verbose: int
+) -> None:
+    found = added = known = repaired = dropped = 0
+    print(f"imported the DeerFlow data folder {root}:")
+    for r in receipts:
+        r_found = sum(p.report.facts_read for p in r.pieces)
+        r_repaired = sum(p.report.facts_repaired for p in r.pieces)
+        r_dropped = sum(p.report.facts_dropped for p in r.pieces)
+        found, added, repaired, dropped = (
+            found + r_found,
+            added + len(r.merge.added),
+            repaired + r_repaired,
+            dropped + r_dropped,
+        )
+        known += r.merge.same_id + r.merge.same_text
+        sections = f" ({', '.join(r.merge.sections)})" if r.merge.sections else ""
+        print(
+            f"  user {r.user!r}, agent {r.agent!r} (revision {r.revision}): "
+            f"{r_found} fact(s) found, {len(r.merge.added)} added, {r.merge.same_id} with a "
+            f"known id and {r.merge.same_text} with known text skipped, {r_repaired} repaired, "
+            f"{r_dropped} dropped; {len(r.merge.sections)} summary(ies) taken{sections}"
+            + _capped_note(r.capped)
+        )
+        for piece in r.pieces:
+            what = f"{len(piece.memory.facts)} fact(s)"
+            if piece.summaries:
+                what += f", {piece.summaries} summary(ies)"
+                what += " (user-wide in DeerFlow)" if piece.user_wide else ""
+            print(f"    from {piece.relative} ({piece.kind}: {what})")
+    for relative, why in folder.skipped:
+        print(f"  skipped {relative}: {why}")
+    lines = [line for r in receipts for p in r.pieces for line in p.report.lines()]
+    if lines:
+        print("  repairs:")
+        _print_lines(lines, verbose, indent="    ")
+    print(
+        f"total: {found} fact(s) found in {len(receipts)} document(s): {added} added, "
+        f"{known} already known, {repaired} repaired, {dropped} dropped"
+        + (f"; {len(folder.errors)} file(s) could not be read" if folder.errors else "")
+    )

@@ -38,6 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
         '  deermem explain "Which language should I use?" --user alice\n'
         '  deermem fact add "Prefers metric units" --user alice --category preference\n'
         "  deermem export --user alice --format deerflow --output memory.json\n"
+        "  deermem import --deerflow ~/deer-flow/backend/.deer-flow\n"
         "  deermem forget --user alice",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
@@ -165,10 +166,15 @@ def _build_parser() -> argparse.ArgumentParser:
     export = _subcommand(
         commands,
         "export",
-        "write a user's memory document as JSON",
+        "write a user's memory document as JSON, or in DeerFlow's formats",
         "deermem: the stored document as is (every fact, with revision and scope).\n"
-        "deerflow: DeerFlow's memory.json shape only (version, lastUpdated, user, history, "
-        "facts with id, content, category, confidence, createdAt, source), active facts only.",
+        "deerflow: DeerFlow's memory.json (v1.0: version, lastUpdated, user, history, facts "
+        "with id, content, category, confidence, createdAt, source — never null — and the "
+        "unknown keys a fact came with), active facts only.\n"
+        "--format deerflow --layout v2 --output DIR: DeerFlow HEAD's layout under DIR (its "
+        "storage_path): users/<uid>/memory.json (summaries) and one Markdown file per active "
+        "fact under users/<uid>/agents/<agent>/facts/; every agent of --user unless --agent. "
+        "DIR must not hold that user's DeerFlow memory yet.",
     )
     _scope_args(export)
     export.add_argument(
@@ -177,19 +183,47 @@ def _build_parser() -> argparse.ArgumentParser:
         default="deermem",
         help="document shape (default: %(default)s)",
     )
-    export.add_argument("--output", metavar="FILE", help="write to FILE instead of standard output")
+    export.add_argument(
+        "--layout",
+        choices=("v1", "v2"),
+        default="v1",
+        help="with --format deerflow: v1 (one memory.json, default) or v2 (HEAD's folder of "
+        "summary JSON and Markdown facts; needs --output DIR)",
+    )
+    export.add_argument(
+        "--output",
+        metavar="PATH",
+        help="write to PATH (a file; a folder with --layout v2) instead of standard output",
+    )
 
     import_ = _subcommand(
         commands,
         "import",
-        "load a memory document (ours or DeerFlow's memory.json) into a user's memory",
-        "The file is validated first; an error names the file and the field. --merge (default) "
-        "keeps what is stored and adds the file's facts that are new (not the same id, not the "
-        "same text after normalisation) and its summaries where they are newer; --replace makes "
-        "the file the user's document. Either is one compare-and-set write.",
+        "load memory (ours, DeerFlow's memory.json, or a whole DeerFlow data folder)",
+        "FILE: one document, into --user/--agent. What DeerFlow's own loaders accept is "
+        "repaired and listed (a fact without an id gets one, a null confidence the default, "
+        "facts as an id map are read, a v2 summary memory.json takes the agent's Markdown "
+        "facts beside it); a value neither accepts is an error naming the file and the field.\n"
+        "--deerflow DIR: a DeerFlow data folder (.deer-flow, or its memory storage_path): every "
+        "memory.json DeerFlow has written (global, agents/<name>/, users/<uid>/, "
+        "users/<uid>/agents/<name>/) and HEAD's Markdown facts, each into its user and agent "
+        "(files outside users/ are the default user's); a bad fact is dropped on its own and "
+        "listed; *.v1.bak backups are not read. A receipt per user and agent says what was "
+        "found, added, skipped, repaired and dropped. --user/--agent: only those.\n"
+        "--merge (default) keeps what is stored and adds the facts that are new (not the same "
+        "id, not the same text after normalisation) and summaries where they are newer; "
+        "--replace makes the imported memory the document. Each document is one "
+        "compare-and-set write.",
     )
-    import_.add_argument("file", metavar="FILE", help="the JSON document to load")
-    _scope_args(import_)
+    import_.add_argument("file", metavar="FILE", nargs="?", help="the JSON document to load")
+    import_.add_argument(
+        "--deerflow", metavar="DIR", help="import a whole DeerFlow data folder instead of FILE"
+    )
+    _scope_args(
+        import_,
+        user_default=None,
+        user_help="user id (default: default; with --deerflow: every user in the folder)",
+    )
     import_.add_argument(
         "--format",
         choices=("auto", "deermem", "deerflow"),

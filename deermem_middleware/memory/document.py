@@ -280,6 +280,9 @@ _LIFECYCLE_DEFAULTS: dict[str, Any] = {
 }
 
 
+_OMIT_WHEN_NONE: Final = ("source", "updatedAt")
+
+
 class Fact(BaseModel):
     """A discrete thing we know about the user.
 
@@ -323,11 +326,17 @@ class Fact(BaseModel):
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: Any) -> Any:
-        """Lifecycle keys at their defaults are left out: files stay DeerFlow-shaped and small."""
+        """Lifecycle keys at their defaults are left out: files stay DeerFlow-shaped and small.
+        ``source`` and ``updatedAt`` are left out when unknown rather than written as ``null``:
+        DeerFlow types both as strings (its v2.0.0 API rejects ``source: null``, HEAD's loader
+        ``updatedAt: null``)."""
         data = handler(self)
         if isinstance(data, dict):
             for key, default in _LIFECYCLE_DEFAULTS.items():
                 if key in data and data[key] == default:
+                    del data[key]
+            for key in _OMIT_WHEN_NONE:
+                if key in data and data[key] is None:
                     del data[key]
         return data
 

@@ -14,7 +14,10 @@ own user and agent ids). Each save
 Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size); documents are frozen
 models, so the cached object is shared safely.
 
-A file that fails to parse or validate is never overwritten. By default
+A document whose facts do not all validate is read one fact at a time (see
+:func:`~deermem_middleware.memory.interchange.repair_document`): what DeerFlow's loaders accept
+is repaired, a fact that cannot be read is kept aside inside the document, and a WARNING names the
+file and each fact. A file that fails to parse at all is never overwritten. By default
 (``on_corruption="quarantine"``) it is renamed aside to ``<name>.corrupted-<UTC time>`` in the same
 folder — kept for a person to inspect or restore — an error naming both paths is logged, and the
 user starts from an empty memory instead of losing every future update. With
@@ -228,13 +231,27 @@ class JSONFileStorage(MemoryStorage):
             )
         try:
             memory = Memory.from_json_dict(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise CorruptedMemoryError(
-                path, f"{where}: {first['msg']} ({exc.error_count()} error(s))"
-            ) from exc
+        except ValidationError:
+            memory = JSONFileStorage._repaired(path, data)
         return StoredMemory(memory, revision)
+
+    @staticmethod
+    def _repaired(path: Path, data: dict[str, Any]) -> Memory:
+        """A document that does not validate as is, read one fact at a time: a fact DeerFlow
+        would accept (no id, a ``null`` confidence, facts as an id map) is repaired, one that
+        cannot be read is set aside under ``droppedFacts`` in the document (kept on the next
+        save: nothing stored is lost); a WARNING names the file and each fact."""
+        from deermem_middleware.memory.interchange import repair_document
+
+        try:
+            memory, report = repair_document(data, where=str(path), keep_dropped=True)
+        except DocumentFormatError as exc:  # pragma: no cover - data is an object here
+            raise CorruptedMemoryError(path, str(exc)) from exc
+        for line in report.lines():
+            logger.warning(
+                "memory document %s (repaired on load; saved so on the next write)", line
+            )
+        return memory
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -609,7 +609,6 @@ def test_bad_import_file_names_the_path_and_field(
         "not json {": "invalid JSON at line 1",
         "[1, 2]": "top level is a JSON list",
         '{"facts": [{"id": "a", "content": "x", "confidence": "lots"}]}': "facts[0].confidence",
-        '{"facts": [{"content": "x"}]}': "facts[0].id",
         '{"facts": [{"id": "a", "content": "x"}, {"id": "a", "content": "y"}]}': "duplicate id",
         '{"revision": -1}': "revision",
     }

@@ -101,8 +101,6 @@ CORRUPTIONS = {
     "string-revision": b'{"revision": "seven", "version": "1.0"}',
     "negative-revision": b'{"revision": -1}',
     "bool-revision": b'{"revision": true}',
-    "fact-without-id": b'{"revision": 3, "facts": [{"content": "no id"}]}',
-    "fact-bad-confidence": b'{"facts": [{"id": "f", "content": "c", "confidence": "abc"}]}',
     "not-utf8": b'{"version": "\xff\xfe"}',
 }
 
