@@ -397,3 +397,65 @@ def test_deerflow_per_user_agent_settings_apply_per_run(
     assert mw.get_memory("bob", "coder").facts
     assert not mw.get_memory("alice", "coder").facts
     mw.close()
+
+
+# -- the documented DeerFlow setups ---------------------------------------------------------
+
+
+def _load_class_path(path: str) -> type[AgentMiddleware]:
+    """What DeerFlow's ``extensions.middlewares`` loader does with an entry: import
+    ``module:Class``, check it is an ``AgentMiddleware``; the caller builds it with no
+    arguments."""
+    import importlib
+
+    module, _, name = path.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert isinstance(cls, type) and issubclass(cls, AgentMiddleware)
+    return cls
+
+
+def test_the_two_line_middleware_setup_runs_in_a_deerflow_shaped_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README, "Using with DeerFlow": ``memory.manager_class: noop`` (DeerFlow's own memory
+    stores nothing) and our class in ``extensions.middlewares``; DeerFlow's own middleware
+    stays in the stack, as DeerFlow always adds it."""
+    import yaml
+
+    home = tmp_path / ".deer-flow"
+    monkeypatch.setenv("DEER_FLOW_HOME", str(home))
+    for name in ("DEERMEM_CONFIG", "DEER_FLOW_PROJECT_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    fixture = Path(__file__).parents[1] / "fixtures" / "deerflow_config" / "head_shape.yaml"
+    text = fixture.read_text(encoding="utf-8")
+    text = text.replace("  manager_class: deermem\n", "  manager_class: noop\n", 1)
+    text += "\nextensions:\n  middlewares:\n    - deermem_middleware:MemoryMiddleware\n"
+    config = tmp_path / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("DEER_FLOW_CONFIG_PATH", str(config))
+    entries = yaml.safe_load(text)["extensions"]["middlewares"]
+
+    built = [_load_class_path(entry)() for entry in entries]  # per request, no arguments
+    ours = built[0]
+    assert isinstance(ours, MemoryMiddleware)
+    ours.service.use_model(_extractor())  # the host's default model would be used here
+    theirs = MemoryMiddleware_()
+    agent = create_agent(
+        RecordingAgentModel(), [], middleware=[theirs, *built], checkpointer=InMemorySaver()
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("I write Go services.")]},
+        {"configurable": {"thread_id": "t1"}},
+        context={"user_id": "alice", "thread_id": "t1"},
+    )
+    assert ours.flush(timeout=10)
+    assert theirs.ran == 1
+    assert ours.get_memory("alice").facts
+    files = sorted(p.relative_to(home).as_posix() for p in home.rglob("*.json"))
+    assert files and all(f.startswith("deermem_middleware/") for f in files), files
+    # the next request builds it again: the same engine, no new threads
+    threads = threading.active_count()
+    again = _load_class_path(entries[0])()
+    assert again.service is ours.service and threading.active_count() == threads
+    ours.close()
+    again.close()
