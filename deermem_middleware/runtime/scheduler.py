@@ -56,6 +56,8 @@ class _Entry(Generic[P]):
     seq: int
     not_before: float = float("-inf")
     """Retry back-off: the entry is not handed out before this time, even by a flush."""
+    run_by: float = float("inf")
+    """Due at the latest at this time whatever its debounce (:meth:`DebounceTable.fire`)."""
 
 
 class RetryLater(Exception):
@@ -79,8 +81,8 @@ class DebounceTable(Generic[K, P]):
     """Pending work per key with debounce + max-wait deadlines (pure; the caller passes ``now``).
 
     ``submit`` replaces a key's payload and pushes its deadline to
-    ``min(last + debounce, first + max_wait)``. ``pop_due`` hands out the keys whose deadline
-    passed. A heap with lazy invalidation keeps both O(log n).
+    ``min(last + debounce, first + max_wait)``; ``fire`` makes it due now. ``pop_due`` hands out
+    the keys whose deadline passed. A heap with lazy invalidation keeps all O(log n).
     """
 
     def __init__(self, debounce_seconds: float, max_wait_seconds: float | None) -> None:
@@ -102,7 +104,7 @@ class DebounceTable(Generic[K, P]):
         return key in self._entries
 
     def deadline_of(self, entry: _Entry[P]) -> float:
-        deadline = entry.last + self.debounce
+        deadline = min(entry.last + self.debounce, entry.run_by)
         if self.max_wait is not None:
             deadline = min(deadline, entry.first + self.max_wait)
         return max(deadline, entry.not_before)
@@ -126,6 +128,18 @@ class DebounceTable(Generic[K, P]):
         heapq.heappush(self._heap, (self.deadline_of(entry), seq, key))
         return replaced
 
+    def fire(self, key: K, now: float) -> bool:
+        """Make the pending work of ``key`` due at ``now`` instead of after its debounce (a
+        newer submit keeps it due); other keys keep their deadlines. A back-off still holds
+        (:meth:`defer`), and a busy key waits for :meth:`reschedule` as ever. False when
+        ``key`` has nothing pending."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return False
+        entry.run_by = min(entry.run_by, now)
+        self._push(key, entry)
+        return True
+
     def defer(self, key: K, payload: P, now: float, not_before: float) -> None:
         """Back off ``key`` until ``not_before``; its pending payload, if newer, is kept."""
         entry = self._entries.get(key)
@@ -134,8 +148,7 @@ class DebounceTable(Generic[K, P]):
             return
         entry.not_before = max(entry.not_before, not_before)
         self._backed_off.add(key)
-        entry.seq = next(self._seq)
-        heapq.heappush(self._heap, (self.deadline_of(entry), entry.seq, key))
+        self._push(key, entry)
 
     def deferred(self, now: float) -> int:
         """Keys backed off beyond ``now`` (a flush does not run them)."""
@@ -152,8 +165,12 @@ class DebounceTable(Generic[K, P]):
         """
         entry = self._entries.get(key)
         if entry is not None:
-            entry.seq = next(self._seq)
-            heapq.heappush(self._heap, (self.deadline_of(entry), entry.seq, key))
+            self._push(key, entry)
+
+    def _push(self, key: K, entry: _Entry[P]) -> None:
+        """A live heap item for ``entry`` (the older ones go stale)."""
+        entry.seq = next(self._seq)
+        heapq.heappush(self._heap, (self.deadline_of(entry), entry.seq, key))
 
     def next_deadline(self) -> float | None:
         self._drop_stale()
@@ -305,6 +322,19 @@ class DebounceScheduler(Generic[K, P]):
             self.stats.submitted += 1
             self._cond.notify_all()
 
+    def fire(self, key: K) -> bool:
+        """Run the pending work of ``key`` now instead of after its debounce; returns at once
+        (:meth:`DebounceTable.fire`: other keys keep their deadlines, a back-off still holds).
+        False when ``key`` has nothing pending (or the scheduler is closed)."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._merge_inbox_locked()
+            fired = self._table.fire(key, self._clock())
+            if fired:
+                self._cond.notify_all()
+            return fired
+
     def pending(self) -> int:
         """Keys waiting (debouncing, queued or running)."""
         with self._cond:
@@ -374,14 +404,17 @@ class DebounceScheduler(Generic[K, P]):
             self._clock() if horizon is None else horizon
         )
 
+    def _merge_inbox_locked(self) -> None:
+        while self._inbox:
+            key, payload, at = self._inbox.popleft()
+            if self._table.submit(key, payload, at):
+                self.stats.replaced += 1
+
     def _timer_loop(self) -> None:
         with self._cond:
             while not self._closed:
                 now = self._clock()
-                while self._inbox:
-                    key, payload, at = self._inbox.popleft()
-                    if self._table.submit(key, payload, at):
-                        self.stats.replaced += 1
+                self._merge_inbox_locked()
                 room = None if self._max_pending is None else self._max_pending - self._queued
                 if self._flushing:
                     due = self._table.pop_all(busy=self._running, now=now, limit=room)
@@ -450,11 +483,7 @@ class DebounceScheduler(Generic[K, P]):
                 if retry is not None:
                     self.stats.retried += 1
                     now = self._clock()
-                    # a newer submit may be in the inbox: merge first so it is the one kept
-                    while self._inbox:
-                        k, p, at = self._inbox.popleft()
-                        if self._table.submit(k, p, at):
-                            self.stats.replaced += 1
+                    self._merge_inbox_locked()  # a newer submit in the inbox is the one kept
                     again = payload if retry.payload is None else retry.payload
                     self._table.defer(key, again, now, now + retry.delay)
                 elif ok:

@@ -398,10 +398,12 @@ class MemoryService:
         user_id: str = "default",
         thread_id: str | None = None,
         agent_name: str | None = None,
+        now: bool = False,
     ) -> bool:
         """Queue this conversation for a memory update; True when something was queued.
 
-        Cheap and non-blocking: filtering plus an O(1) enqueue.
+        Cheap and non-blocking: filtering plus an O(1) enqueue. ``now``: this thread's update
+        starts at once instead of after the debounce (other threads keep their deadlines).
         """
         if not self.active:
             return False
@@ -426,6 +428,8 @@ class MemoryService:
             except Exception:  # a full disk must not stop the agent; the capture still runs
                 logger.exception("journaling the capture of thread %r failed", thread)
         self.scheduler.submit((scope, thread), job)
+        if now:
+            self.scheduler.fire((scope, thread))
         logger.debug(
             "memory capture: user %r thread %r, %d turn(s) queued",
             scope.user_id,
