@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -41,13 +40,12 @@ class UsageError(Exception):
 
 
 def _confidence_arg(text: str) -> float:
+    from deermem_middleware.memory.manual import checked_confidence
+
     try:
-        value = float(text)
+        return checked_confidence(float(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
 
 
 def _positive_int(text: str) -> int:
@@ -161,23 +159,24 @@ def _compare_and_set(
     ``change`` may raise :class:`UsageError` (an unknown id): nothing is written then; returning
     the document itself writes nothing. Returns (before, after, new revision).
     """
-    seen: list[tuple[Memory, Memory]] = []
+    from deermem_middleware.memory.manual import ChangeRecord
 
-    def mutate(current: Memory) -> Memory:
-        changed = change(current)
-        seen.append((current, changed))
-        return changed
-
-    revision = storage.update(scope, mutate, max_conflicts=CAS_ATTEMPTS)
-    before, after = seen[-1]
-    return before, after, revision
+    record = ChangeRecord(change)
+    revision = storage.update(scope, record, max_conflicts=CAS_ATTEMPTS)
+    return record.before, record.after, revision
 
 
 def _find_fact(memory: Memory, fact_id: str, scope: MemoryScope) -> Fact:
-    for fact in memory.facts:
-        if fact.id == fact_id:
-            return fact
-    raise UsageError(
+    from deermem_middleware.memory.manual import UnknownFactError, find_fact
+
+    try:
+        return find_fact(memory, fact_id)
+    except UnknownFactError:
+        raise UsageError(_no_fact(fact_id, scope)) from None
+
+
+def _no_fact(fact_id: str, scope: MemoryScope) -> str:
+    return (
         f"no fact {fact_id!r} in the memory of user {scope.user_id!r} / agent "
         f"{scope.agent_name!r} (see `deermem show --all`)"
     )
@@ -220,14 +219,12 @@ def _dump(data: Any) -> str:
 
 
 def _checked_text(text: str) -> str:
-    from deermem_middleware.memory.document import MAX_FACT_CHARS, is_invisible
+    from deermem_middleware.memory.manual import InvalidFactError, checked_text
 
-    text = " ".join(text.split())
-    if not text or is_invisible(text):
-        raise UsageError("the fact text is blank")
-    if len(text) > MAX_FACT_CHARS:
-        raise UsageError(f"the fact text has {len(text)} characters; at most {MAX_FACT_CHARS}")
-    return text
+    try:
+        return checked_text(text)
+    except InvalidFactError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _date_arg(value: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from deermem_middleware.memory.document import Fact, Memory
@@ -14,7 +14,7 @@ from deermem_middleware.cli.common import (
     UsageError,
     _checked_text,
     _compare_and_set,
-    _find_fact,
+    _no_fact,
     _now,
     _opened,
     _who,
@@ -23,76 +23,81 @@ from deermem_middleware.cli.common import (
 __all__: list[str] = []  # private: the command is the interface
 
 
+def _forget_cached(
+    middleware: MemoryService, scope: MemoryScope, before: Memory, after: Memory
+) -> None:
+    """After a change by hand: drop the embeddings of texts gone and the document's index."""
+    from deermem_middleware.memory.manual import gone_contents
+
+    gone = gone_contents(before, after)
+    if middleware.selector.embeddings is not None and gone:
+        middleware.selector.embeddings.forget(gone)
+    middleware.selector.forget(scope)
+
+
 def _fact_add(args: argparse.Namespace) -> int:
-    from deermem_middleware.memory.document import Fact, new_fact_id
-    from deermem_middleware.memory.facts import normalize_fact_text
+    from deermem_middleware.memory.document import new_fact_id
+    from deermem_middleware.memory.manual import DuplicateFactError, add_fact
 
     text = _checked_text(args.text)
-    key = normalize_fact_text(text)
     fact_id = new_fact_id()
 
     def change(memory: Memory) -> Memory:
-        for known in memory.facts:
-            if known.status == "active" and normalize_fact_text(known.content) == key:
-                raise UsageError(
-                    f"an equal fact exists: {known.id} ({known.content!r}); use `deermem fact "
-                    "edit` to change it"
-                )
-        now = _now()
-        fact = Fact(
-            id=fact_id,
-            content=text,
+        return add_fact(
+            memory,
+            text,
+            fact_id=fact_id,
+            now=_now(),
             category=args.category,
             confidence=args.confidence,
-            createdAt=now,
-            updatedAt=now,
-            sourceKind="stated",
-            manual=True,
-            eventAt=args.date or None,
-            validUntil=args.until or None,
+            event_at=args.date,
+            valid_until=args.until,
         )
-        return memory.model_copy(update={"facts": (*memory.facts, fact), "lastUpdated": now})
 
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
-        _, _, revision = _compare_and_set(middleware.storage, scope, change)
-        middleware.selector.forget(scope)
+        try:
+            before, after, revision = _compare_and_set(middleware.storage, scope, change)
+        except DuplicateFactError as exc:
+            raise UsageError(
+                f"an equal fact exists: {exc.fact.id} ({exc.fact.content!r}); use `deermem fact "
+                "edit` to change it"
+            ) from None
+        _forget_cached(middleware, scope, before, after)
     print(f"added {fact_id} to the memory of {_who(scope)} (revision {revision}): {text}")
     return 0
 
 
 def _fact_edit(args: argparse.Namespace) -> int:
+    from deermem_middleware.memory.manual import UnknownFactError, edit_fact, find_fact
+
     if all(getattr(args, k) is None for k in ("text", "category", "confidence", "date", "until")):
         raise UsageError(
             "fact edit: nothing to change: give --text, --category, --confidence, --date or --until"
         )
     text = _checked_text(args.text) if args.text is not None else None
 
+    def change(memory: Memory) -> Memory:
+        return edit_fact(
+            memory,
+            args.id,
+            now=_now(),
+            content=text,
+            category=args.category,
+            confidence=args.confidence,
+            event_at=args.date,
+            valid_until=args.until,
+            unique=False,  # the command has always allowed an edit to equal another fact
+        )
+
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
-
-        def change(memory: Memory) -> Memory:
-            old = _find_fact(memory, args.id, scope)
-            update: dict[str, Any] = {"manual": True, "updatedAt": _now()}
-            if text is not None:
-                update["content"] = text
-            if args.category is not None:
-                update["category"] = args.category
-            if args.confidence is not None:
-                update["confidence"] = args.confidence
-            if args.date is not None:
-                update["eventAt"] = args.date or None
-            if args.until is not None:
-                update["validUntil"] = args.until or None
-            facts = tuple(f.model_copy(update=update) if f is old else f for f in memory.facts)
-            return memory.model_copy(update={"facts": facts, "lastUpdated": update["updatedAt"]})
-
-        before, after, revision = _compare_and_set(middleware.storage, scope, change)
-        old = _find_fact(before, args.id, scope)
-        new = _find_fact(after, args.id, scope)
-        if middleware.selector.embeddings is not None and old.content != new.content:
-            middleware.selector.embeddings.forget([old.content])
-        middleware.selector.forget(scope)
+        try:
+            before, after, revision = _compare_and_set(middleware.storage, scope, change)
+        except UnknownFactError:
+            raise UsageError(_no_fact(args.id, scope)) from None
+        old, new = find_fact(before, args.id), find_fact(after, args.id)
+        _forget_cached(middleware, scope, before, after)
     print(f"edited {args.id} in the memory of {_who(scope)} (revision {revision}):")
     for name in ("content", "category", "confidence", "eventAt", "validUntil"):
         was, now = getattr(old, name), getattr(new, name)
@@ -102,21 +107,16 @@ def _fact_edit(args: argparse.Namespace) -> int:
 
 
 def _remove_fact(middleware: MemoryService, scope: MemoryScope, fact_id: str) -> tuple[Fact, int]:
-    def change(memory: Memory) -> Memory:
-        _find_fact(memory, fact_id, scope)
-        return memory.model_copy(
-            update={
-                "facts": tuple(f for f in memory.facts if f.id != fact_id),
-                "lastUpdated": _now(),
-            }
-        )
+    from deermem_middleware.memory.manual import UnknownFactError, find_fact, remove_fact
 
-    before, _, revision = _compare_and_set(middleware.storage, scope, change)
-    removed = _find_fact(before, fact_id, scope)
-    if middleware.selector.embeddings is not None:
-        middleware.selector.embeddings.forget([removed.content])
-    middleware.selector.forget(scope)
-    return removed, revision
+    try:
+        before, after, revision = _compare_and_set(
+            middleware.storage, scope, lambda memory: remove_fact(memory, fact_id, now=_now())
+        )
+    except UnknownFactError:
+        raise UsageError(_no_fact(fact_id, scope)) from None
+    _forget_cached(middleware, scope, before, after)
+    return find_fact(before, fact_id), revision
 
 
 def _fact_rm(args: argparse.Namespace) -> int:

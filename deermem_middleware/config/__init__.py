@@ -7,6 +7,7 @@ from deermem_middleware.config.loading import (
     DEERFLOW_CONFIG_ENV_VAR,
     default_config_path,
     load_memory_config,
+    memory_config_from_mapping,
 )
 from deermem_middleware.config.model_class import build_class_model
 from deermem_middleware.config.models import (
@@ -32,4 +33,5 @@ __all__ = [
     "build_class_model",
     "default_config_path",
     "load_memory_config",
+    "memory_config_from_mapping",
 ]

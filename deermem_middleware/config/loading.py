@@ -55,6 +55,7 @@ __all__ = [
     "DEERFLOW_CONFIG_ENV_VAR",
     "default_config_path",
     "load_memory_config",
+    "memory_config_from_mapping",
 ]
 
 logger = logging.getLogger(__name__)
@@ -101,8 +102,13 @@ class _YamlDoc:
     path: Path
     data: Any
     lines: dict[Key, int]
+    in_file: bool = True
+    """False for a mapping given in code (:func:`memory_config_from_mapping`): no file, no
+    lines, no ``$VAR`` references resolved; messages name the key alone."""
 
     def where(self, key: Key) -> str:
+        if not self.in_file:
+            return ""
         probe = key
         while probe and probe not in self.lines:
             probe = probe[:-1]
@@ -224,6 +230,12 @@ def _dotted(key: Key) -> str:
     return ".".join(str(part) for part in key)
 
 
+def _at(doc: _YamlDoc, key: Key) -> str:
+    """Where ``key`` is, for a message: ``file:line: dotted.key``, or the key of a mapping."""
+    where = doc.where(key)
+    return f"{where}: {_dotted(key)}" if where else _dotted(key)
+
+
 def _resolve_env(value: Any, doc: _YamlDoc, key: Key) -> Any:
     """Replace ``$VAR`` (whole value) and ``${VAR}`` (anywhere) from the environment, loudly."""
     if isinstance(value, str) and "$" in value:
@@ -299,7 +311,7 @@ def _take(merge: _Merge, doc: _YamlDoc, key: str, value: Any, path: Key) -> None
     else (unknown keys too, for the error) is kept, ``$VAR`` references resolved."""
     if value is None and not _nullable(MemoryConfig, key):
         return
-    merge.values[key] = _resolve_env(value, doc, path)
+    merge.values[key] = _resolve_env(value, doc, path) if doc.in_file else value
     merge.origins[key] = _Origin(doc, path)
 
 
@@ -316,7 +328,7 @@ def _flatten_into(merge: _Merge, doc: _YamlDoc, base: Key) -> dict[str, Any]:
     backend = block.get("backend")
     if backend is not None and backend not in ("file", "json", "memory"):
         raise ConfigError(
-            f"{doc.where((*base, 'backend'))}: {_dotted((*base, 'backend'))}: unsupported backend "
+            f"{_at(doc, (*base, 'backend'))}: unsupported backend "
             f"{backend!r} (supported: file, memory)"
         )
     nested = block.get("backend_config")
@@ -326,19 +338,14 @@ def _flatten_into(merge: _Merge, doc: _YamlDoc, base: Key) -> dict[str, Any]:
         return block
     if nested is not None:
         if not isinstance(nested, dict):
-            raise ConfigError(
-                f"{doc.where((*base, 'backend_config'))}: {_dotted((*base, 'backend_config'))} "
-                "must be a mapping"
-            )
+            raise ConfigError(f"{_at(doc, (*base, 'backend_config'))} must be a mapping")
         for key, value in nested.items():
             path = (*base, "backend_config", key)
             if key in DEERFLOW_BACKEND_KEYS:
                 merge.ignore(doc, path)
                 continue
             if key in merge.values and key in block and merge.values[key] != value:
-                logger.warning(
-                    "%s: %s overrides %s", doc.where(path), _dotted(path), _dotted((*base, key))
-                )
+                logger.warning("%s overrides %s", _at(doc, path), _dotted((*base, key)))
             _take(merge, doc, key, value, path)
     return block
 
@@ -352,7 +359,7 @@ def _resolve_model_name(merge: _Merge, main: _YamlDoc) -> None:
     origin = merge.origins["model_name"]
     if not isinstance(models, list):
         raise ConfigError(
-            f"{origin.doc.where(origin.key)}: {_dotted(origin.key)}: {name!r} refers to the "
+            f"{_at(origin.doc, origin.key)}: {name!r} refers to the "
             "top-level 'models:' list, which this file does not have"
         )
     for index, entry in enumerate(models):
@@ -365,8 +372,7 @@ def _resolve_model_name(merge: _Merge, main: _YamlDoc) -> None:
                 merge.ignore(main, ("models", index, key))
             return
     raise ConfigError(
-        f"{origin.doc.where(origin.key)}: {_dotted(origin.key)}: no model named {name!r} in the "
-        "top-level 'models:' list"
+        f"{_at(origin.doc, origin.key)}: no model named {name!r} in the top-level 'models:' list"
     )
 
 
@@ -466,31 +472,122 @@ def load_memory_config(
             agent_doc = _read_agent_doc(agent_file)
             if agent_doc is not None:
                 _flatten_into(merge, agent_doc, ("memory",))
-    values = merge.values
-    model = values.get("model")
-    if isinstance(model, dict) and all(item in (None, "") for item in model.values()):
-        values["model"] = None  # DeerFlow: every field left out means "no model of its own"
-    _resolve_model_name(merge, main)
-    _storage_paths(merge, is_deerflow_config(main.data))
-    values["model"] = _without_nulls(values.get("model"), ModelConfig)
-    values["storage"] = _without_nulls(values.get("storage"), StorageConfig)
-    values["embeddings"] = _without_nulls(values.get("embeddings"), EmbeddingsConfig)
-    for key in ("model", "storage", "embeddings"):
-        if values[key] is None and key not in merge.origins:
-            del values[key]
+    _settle(merge, main, deerflow=is_deerflow_config(main.data))
     if agent_name is not None:
-        values["agent_name"] = agent_name
+        merge.values["agent_name"] = agent_name
     if merge.ignored:
         logger.info(
             "%s: ignoring DeerFlow memory settings this package does not use: %s",
             main.path,
             ", ".join(merge.ignored),
         )
-    config = _validate(values, merge.origins)
+    return _config(merge)
+
+
+def memory_config_from_mapping(
+    block: Mapping[str, Any],
+    *,
+    where: str = "backend_config",
+    deerflow: bool = True,
+    strict: bool = True,
+) -> MemoryConfig:
+    """A :class:`MemoryConfig` from a ``memory:`` block given as a mapping (DeerFlow's
+    ``memory.backend_config``, a dict built in code), read by the loader's rules.
+
+    Flat or with ``backend_config`` nested; DeerFlow's own keys that mean nothing here are
+    ignored (one INFO line); a null for a key that cannot be null is not set; ``model`` with
+    every field empty is no model. ``deerflow``: the block is DeerFlow's, so ``storage_path``
+    keeps DeerFlow's meaning (:func:`deerflow_paths.storage_root`; our files go to its
+    ``deermem_middleware`` subfolder) and ``model_name`` — which DeerFlow moves to
+    ``model.model`` itself — is ignored; otherwise a relative ``storage_path`` stays relative.
+    Unlike a file, ``$VAR`` references are not resolved (the caller's values are final).
+
+    An unknown key is an error, or with ``strict=False`` left out with a WARNING naming it
+    (a host passing its block verbatim need not stop for a typo). A wrong value raises
+    :class:`ConfigError` naming ``where`` and the key (``backend_config.max_facts: ...``).
+    """
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {type(block).__name__}")
+    base: Key = tuple(where.split(".")) if where else ()
+    data: Any = _plain(block)
+    for part in reversed(base):
+        data = {part: data}
+    doc = _YamlDoc(Path(), data, {}, in_file=False)
+    merge = _Merge(doc.path)
+    _flatten_into(merge, doc, base)
+    if deerflow and "model_name" in merge.values:
+        merge.ignore(doc, merge.origins.pop("model_name").key)
+        del merge.values["model_name"]
+    _settle(merge, doc, deerflow=deerflow)
+    if merge.ignored:
+        logger.info(
+            "ignoring DeerFlow memory settings this package does not use: %s",
+            ", ".join(merge.ignored),
+        )
+    if not strict:
+        _drop_unknown(merge.values, where)
+    return _config(merge)
+
+
+def _plain(value: Any) -> Any:
+    """Mappings as dicts and lists copied, all the way down: the caller's data is never
+    changed, and the loader's steps see what YAML would have given them."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _settle(merge: _Merge, main: _YamlDoc, *, deerflow: bool) -> None:
+    """The merged values made ready to validate: a ``model`` with every field empty is none,
+    ``model_name`` looked up, storage paths made absolute, nested nulls meaning "default"
+    dropped."""
+    values = merge.values
+    model = values.get("model")
+    if isinstance(model, dict) and all(item in (None, "") for item in model.values()):
+        values["model"] = None  # DeerFlow: every field left out means "no model of its own"
+    _resolve_model_name(merge, main)
+    _storage_paths(merge, deerflow)
+    values["model"] = _without_nulls(values.get("model"), ModelConfig)
+    values["storage"] = _without_nulls(values.get("storage"), StorageConfig)
+    values["embeddings"] = _without_nulls(values.get("embeddings"), EmbeddingsConfig)
+    for key in ("model", "storage", "embeddings"):
+        if values[key] is None and key not in merge.origins:
+            del values[key]
+
+
+def _drop_unknown(values: dict[str, Any], where: str) -> None:
+    """Leave out the keys :class:`MemoryConfig` (or a model nested in it) does not know, with
+    one WARNING naming them."""
+    try:
+        MemoryConfig.model_validate(values)
+        return
+    except ValidationError as exc:
+        unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
+    dropped: list[str] = []
+    for loc in unknown:
+        holder: Any = values
+        path: list[str] = []
+        for part in loc[:-1]:
+            child = holder.get(part) if isinstance(holder, dict) else None
+            if isinstance(child, dict):  # else the name of a union's member: not a key
+                holder = child
+                path.append(str(part))
+        if isinstance(holder, dict) and loc and loc[-1] in holder:
+            del holder[loc[-1]]
+            dropped.append(".".join([*path, str(loc[-1])]))
+    if dropped:
+        logger.warning(
+            "%s: unknown keys ignored (check the spelling): %s", where, ", ".join(dropped)
+        )
+
+
+def _config(merge: _Merge) -> MemoryConfig:
+    config = _validate(merge.values, merge.origins)
     if config.model is not None and config.model.use and "model" in merge.origins:
         origin = merge.origins["model"]
-        use_key = (*origin.key, "use")
-        config.model._use_where = f"{origin.doc.where(use_key)}: {_dotted(use_key)}"
+        config.model._use_where = _at(origin.doc, (*origin.key, "use"))
     return config
 
 
@@ -504,15 +601,14 @@ def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> Memo
             head = str(loc[0]) if loc else ""
             origin = origins.get(head)
             if origin is None:
-                where, key = "memory config", _dotted(tuple(loc))
+                where = f"memory config: {_dotted(tuple(loc))}"
             else:
-                full = (*origin.key, *loc[1:])
-                where, key = origin.doc.where(full), _dotted(full)
+                where = _at(origin.doc, (*origin.key, *loc[1:]))
             if error["type"] == "extra_forbidden":
                 message = "unknown key (check the spelling; see the config reference)"
             else:
                 message = error["msg"]
                 if "input" in error and not isinstance(error["input"], dict | list):
                     message += f", got {error['input']!r}"
-            problems.append(f"{where}: {key}: {message}")
+            problems.append(f"{where}: {message}")
         raise ConfigError("invalid memory config:\n  " + "\n  ".join(problems)) from None
