@@ -1,0 +1,1 @@
+"""Test-only stand-in for ``deerflow.agents``."""

@@ -1,0 +1,787 @@
+"""``DeermemMemoryManager`` against our model of DeerFlow's backend contract.
+
+DeerFlow cannot be installed here (it needs Python 3.12), so ``tests/deerflow_contract`` holds a
+model of its ``deerflow.agents.memory.manager`` written from DeerFlow's file; each test puts it on
+``sys.path``. The gateway's response models below are written from DeerFlow's
+``app/gateway/routers/memory.py`` (no lenient ``source`` validator: we must send strings).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from pydantic import BaseModel, Field
+
+from deermem_middleware.storage.base import CorruptedMemoryError, RevisionConflict
+from deermem_middleware.testing import ScriptedChatModel, update_json
+
+from ..deerflow_files import pinned
+
+CONTRACT = Path(__file__).resolve().parents[1] / "deerflow_contract"
+MANAGER_CLASS = "deermem_middleware.deerflow:DeermemMemoryManager"
+
+
+# -- the gateway's response shapes (DeerFlow's routers/memory.py) ------------------------------
+
+
+class Section(BaseModel):
+    summary: str = ""
+    updatedAt: str = ""
+
+
+class UserContext(BaseModel):
+    workContext: Section = Field(default_factory=Section)
+    personalContext: Section = Field(default_factory=Section)
+    topOfMind: Section = Field(default_factory=Section)
+
+
+class HistoryContext(BaseModel):
+    recentMonths: Section = Field(default_factory=Section)
+    earlierContext: Section = Field(default_factory=Section)
+    longTermBackground: Section = Field(default_factory=Section)
+
+
+class GatewayFact(BaseModel):
+    id: str
+    content: str
+    category: str = "context"
+    categoryExtension: str | None = None
+    topics: list[str] | None = None
+    confidence: float = 0.5
+    createdAt: str = ""
+    source: str = "unknown"
+    sourceError: str | None = None
+    schemaVersion: int | None = None
+    status: str | None = None
+    scope: dict[str, str | None] | None = None
+    revision: int | None = None
+    updatedAt: str | None = None
+    consolidatedAt: str | None = None
+    consolidatedFrom: list[str] | None = None
+
+
+class MemoryResponse(BaseModel):
+    version: str = "1.0"
+    revision: int | None = None
+    lastUpdated: str = ""
+    user: UserContext = Field(default_factory=UserContext)
+    history: HistoryContext = Field(default_factory=HistoryContext)
+    facts: list[GatewayFact] = Field(default_factory=list)
+
+
+def _gateway(data: dict[str, Any]) -> MemoryResponse:
+    """What the gateway builds from a manager's dict, with what its web page needs: times it can
+    parse (an empty ``lastUpdated`` is the frontend's "Invalid time value")."""
+    response = MemoryResponse(**data)
+    for stamp in (response.lastUpdated, *(f.createdAt for f in response.facts)):
+        assert stamp, f"empty timestamp in {data}"
+        datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return response
+
+
+def _status(contract: ModuleType, call: Callable[[], Any]) -> int:
+    """The HTTP status DeerFlow's gateway answers for what ``call`` raised (its mapping)."""
+    try:
+        call()
+    except NotImplementedError:
+        return 501
+    except ValueError as exc:
+        return 409 if exc.args and exc.args[0] == "Duplicate fact" else 400
+    except KeyError:
+        return 404
+    except contract.MemoryConflictError:
+        return 409
+    except contract.MemoryCorruptionError:
+        return 500
+    return 200
+
+
+# -- fixtures -------------------------------------------------------------------------------------
+
+
+def _forget_deerflow_modules() -> None:
+    for name in list(sys.modules):
+        if name == "deerflow" or name.startswith("deerflow."):
+            del sys.modules[name]
+    sys.modules.pop("deermem_middleware.deerflow.manager", None)
+    package = sys.modules.get("deermem_middleware.deerflow")
+    if package is not None and "manager" in vars(package):
+        delattr(package, "manager")
+
+
+@pytest.fixture
+def contract(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """Our model of DeerFlow's contract module, importable as ``deerflow`` for this test."""
+    _forget_deerflow_modules()
+    monkeypatch.syspath_prepend(str(CONTRACT))
+    yield importlib.import_module("deerflow.agents.memory.manager")
+    _forget_deerflow_modules()
+
+
+Build = Callable[..., Any]
+
+
+@pytest.fixture
+def build(contract: ModuleType, tmp_path: Path) -> Iterator[Build]:
+    """Managers built the way DeerFlow's factory builds them; closed after the test."""
+    built: list[Any] = []
+    home = tmp_path / "deer-flow"
+    home.mkdir()
+
+    def make(
+        backend_config: dict[str, Any] | None = None,
+        *,
+        mode: str = "middleware",
+        model: Any = None,
+        hooks: dict[str, Any] | None = None,
+    ) -> Any:
+        config = {"debounce_seconds": 3600, "flush_on_exit_seconds": None, "embeddings": "none"}
+        config.update(backend_config or {})
+        if hooks is None:
+            hooks = contract.default_host_hooks(lambda: model)
+        manager = contract.build_memory_manager(
+            MANAGER_CLASS, config, runtime_home=home, mode=mode, host_hooks=hooks
+        )
+        built.append(manager)
+        return manager
+
+    yield make
+    for manager in built:
+        manager.close()
+
+
+def _conversation(*pairs: tuple[str, str]) -> list[BaseMessage]:
+    messages: list[BaseMessage] = []
+    for said, answered in pairs:
+        messages += [HumanMessage(said), AIMessage(answered)]
+    return messages
+
+
+def _fact_lines(block: str) -> list[str]:
+    return [line for line in block.splitlines() if line.startswith("- [")]
+
+
+def _wait_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+# -- the contract ---------------------------------------------------------------------------------
+
+
+def test_manager_class_resolves_through_deerflows_resolver(contract: ModuleType) -> None:
+    for spelling in (MANAGER_CLASS, "deermem_middleware.deerflow.manager.DeermemMemoryManager"):
+        cls = contract._resolve_manager_class(spelling)
+        assert issubclass(cls, contract.MemoryManager)
+        assert cls.__name__ == "DeermemMemoryManager"
+    assert cls.supports_search is True
+    assert not inspect.isabstract(cls)
+    with pytest.raises(TypeError):  # the model keeps DeerFlow's abstract methods
+        contract.MemoryManager()
+
+
+def test_every_override_has_the_contracts_exact_signature(contract: ModuleType) -> None:
+    cls = contract._resolve_manager_class(MANAGER_CLASS)
+    base = contract.MemoryManager
+    contracted = [
+        name
+        for name, value in vars(base).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(value) or isinstance(value, classmethod))
+    ]
+    overridden = [name for name in contracted if name in vars(cls)]
+    assert set(overridden) >= {
+        "add",
+        "get_context",
+        "add_nowait",
+        "search",
+        "get_memory",
+        "delete_memory",
+        "clear_memory",
+        "import_memory",
+        "export_memory",
+        "shutdown_flush",
+        "warm",
+        "reload_memory",
+        "create_fact",
+        "delete_fact",
+        "update_fact",
+        "on_turn_start",
+        "aadd",
+        "aget_context",
+        "asearch",
+        "from_config",
+        "close",
+    }
+    for name in overridden:
+        ours = inspect.signature(getattr(cls, name)).parameters
+        theirs = inspect.signature(getattr(base, name)).parameters
+        assert [(p.name, p.kind, p.default) for p in ours.values()] == [
+            (p.name, p.kind, p.default) for p in theirs.values()
+        ], name
+        assert inspect.iscoroutinefunction(getattr(cls, name)) == inspect.iscoroutinefunction(
+            getattr(base, name)
+        ), name
+
+
+_NO_DEFAULT = inspect.Parameter.empty
+
+
+def _ast_signatures(path: Path) -> tuple[dict[str, list[tuple[str, Any, Any]]], set[str], set[str]]:
+    """From a ``manager.py`` source (never imported): the ``MemoryManager`` methods' parameters
+    as (name, kind, default), its annotated class attributes, and the module's class names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    methods: dict[str, list[tuple[str, Any, Any]]] = {}
+    for node in classes["MemoryManager"].body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = node.args
+        positional = [*args.posonlyargs, *args.args][1:]  # without self / cls
+        defaults = [_NO_DEFAULT] * (len(positional) - len(args.defaults)) + [
+            ast.literal_eval(d) for d in args.defaults
+        ]
+        params = [
+            (a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, d)
+            for a, d in zip(positional, defaults, strict=True)
+        ]
+        if args.vararg is not None:
+            params.append((args.vararg.arg, inspect.Parameter.VAR_POSITIONAL, _NO_DEFAULT))
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+            default = _NO_DEFAULT if d is None else ast.literal_eval(d)
+            params.append((a.arg, inspect.Parameter.KEYWORD_ONLY, default))
+        if args.kwarg is not None:
+            params.append((args.kwarg.arg, inspect.Parameter.VAR_KEYWORD, _NO_DEFAULT))
+        methods[node.name] = params
+    attributes = {
+        node.target.id
+        for node in classes["MemoryManager"].body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+    return methods, attributes, set(classes)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        CONTRACT / "deerflow" / "agents" / "memory" / "manager.py",
+        *pinned(
+            "head", "backend", "packages", "harness", "deerflow", "agents", "memory", "manager.py"
+        ),
+    ],
+    ids=lambda path: "our-model" if CONTRACT in path.parents else "deerflow-pinned",
+)
+def test_the_contract_model_matches_deerflows_file(contract: ModuleType, source: Path) -> None:
+    """Our model has DeerFlow's methods with DeerFlow's parameters, fields and errors (checked
+    against DeerFlow's own file where this checkout has it; always against our model's source,
+    which keeps the reader itself tested)."""
+    methods, attributes, classes = _ast_signatures(source)
+    model = contract.MemoryManager
+    public = {name for name in methods if not name.startswith("_")}
+    assert public == {
+        name
+        for name, value in vars(model).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(value) or isinstance(value, classmethod))
+    }
+    for name in public:
+        ours = list(inspect.signature(getattr(model, name)).parameters.values())
+        if not isinstance(vars(model)[name], classmethod):
+            ours = ours[1:]  # self (a classmethod's signature is already bound)
+        assert [(p.name, p.kind, p.default) for p in ours] == methods[name], name
+    assert attributes >= {"backend_config", "mode", "callbacks", "supports_search"}
+    assert {"model_config", *attributes} <= {*vars(model), *model.model_fields}
+    assert {"MemoryManagerError", "MemoryConflictError", "MemoryCorruptionError"} <= classes
+
+
+def test_errors_are_deerflows_own_classes(contract: ModuleType) -> None:
+    from deermem_middleware.deerflow import manager
+
+    assert manager.MemoryConflictError is contract.MemoryConflictError
+    assert manager.MemoryCorruptionError is contract.MemoryCorruptionError
+    assert manager.MemoryManagerError is contract.MemoryManagerError
+
+
+def test_importing_the_package_never_imports_deerflow() -> None:
+    code = (
+        "import sys, deermem_middleware, deermem_middleware.deerflow\n"
+        "import deermem_middleware.deerflow.formats\n"
+        "import deermem_middleware.deerflow.backend_config, deermem_middleware.deerflow.gateway\n"
+        "import deermem_middleware.deerflow.turns\n"
+        "bad = sorted(m for m in sys.modules if m == 'deerflow' or m.startswith('deerflow.'))\n"
+        "assert not bad, bad\n"
+        "assert 'deermem_middleware.deerflow.manager' not in sys.modules\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CONTRACT), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+
+# -- construction ---------------------------------------------------------------------------------
+
+
+def test_from_config_stores_under_storage_path_and_shares_one_engine(
+    contract: ModuleType, build: Build, tmp_path: Path
+) -> None:
+    first = build({"max_facts": 100})
+    second = build({"max_facts": 100})
+    assert first.service is second.service and first.service.users == 2
+    ours = tmp_path / "deer-flow" / "deermem_middleware"  # our folder under the injected root
+    assert first.config.storage_path == str(ours)
+    second.create_fact("User writes Rust at work", "knowledge", 0.9, user_id="alice")
+    assert [p.name for p in (ours / "users").iterdir()] == ["alice"]
+    assert [f["content"] for f in first.get_memory(user_id="alice")["facts"]] == [
+        "User writes Rust at work"
+    ]
+    service = first.service
+    second.close()
+    second.close()  # twice: released once
+    assert not service.closed and service.users == 1
+    with pytest.raises(contract.MemoryManagerError, match="closed"):
+        second.get_memory()
+    first.close()
+    assert service.closed
+
+
+def test_backend_config_takes_our_keys_and_ignores_deermem_ones(
+    contract: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    from deermem_middleware.deerflow.manager import memory_config_from_backend_config
+
+    config = memory_config_from_backend_config(
+        {
+            "storage_path": "/srv/deer-flow",
+            "debounce_seconds": 5,
+            "top_k": None,  # cannot be null: not set
+            "max_wait_seconds": None,  # may be null: no bound
+            "max_facts": 100,
+            "token_counting": "tiktoken",
+            "guaranteed_categories": ["correction"],
+            "model": {"provider": None, "model": None, "api_key": None},
+            "storage_class": "file",
+            "eviction_access_weight": 0.1,
+            "fact_eviction_policy": "hybrid-v1",
+            "host_llm_factory": lambda: None,
+            "colour": "blue",
+        }
+    )
+    assert (config.storage_path, config.debounce_seconds, config.max_facts) == (
+        os.path.join("/srv/deer-flow", "deermem_middleware"),
+        5,
+        100,
+    )
+    assert config.model is None  # every field empty: DeerFlow's "no model"
+    assert config.top_k == 15 and config.max_wait_seconds is None
+    assert "unknown keys ignored (check the spelling): colour" in caplog.text
+    with_model = memory_config_from_backend_config(
+        {"model": {"provider": "openai", "model": "gpt-4o-mini", "base_url": None}}
+    )
+    assert with_model.model is not None and with_model.model.model == "gpt-4o-mini"
+    with pytest.raises(ValueError, match=r"memory\.backend_config\.max_facts"):
+        memory_config_from_backend_config({"max_facts": 0})
+
+
+def test_deerflows_own_files_under_storage_path_are_never_touched(
+    build: Build, tmp_path: Path
+) -> None:
+    """DeerFlow's state folder holds its own memory and each user's custom agents under
+    ``users/<uid>/``; clearing or erasing a user of ours must leave all of it alone."""
+    home = tmp_path / "deer-flow"
+    theirs = {
+        home / "memory.json": '{"version": "1.0", "facts": []}',
+        home / "users" / "alice" / "memory.json": '{"version": "2.0", "revision": 3}',
+        home / "users" / "alice" / "agents" / "coder" / "config.yaml": "name: coder\n",
+        home / "users" / "alice" / "agents" / "coder" / "SOUL.md": "Be brief.\n",
+    }
+    for path, text in theirs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    manager = build()
+    assert manager.get_memory(user_id="alice")["facts"] == []  # DeerFlow's file is not ours
+    manager.create_fact("Alice prefers tabs", user_id="alice")
+    manager.create_fact("Alice writes Go", user_id="alice", agent_name="coder")
+    manager.clear_memory(user_id="alice")
+    manager.create_fact("Alice prefers spaces", user_id="alice")
+    manager.delete_memory(user_id="alice")
+    assert manager.get_memory(user_id="alice")["facts"] == []
+    assert {p: p.read_text(encoding="utf-8") for p in theirs} == theirs
+
+
+# -- the gateway's operations ---------------------------------------------------------------------
+
+
+def test_gateway_shapes_validate_and_never_carry_an_empty_time(build: Build) -> None:
+    manager = build()
+    empty = _gateway(manager.get_memory())  # nothing stored yet
+    assert empty.facts == [] and empty.revision == 0
+    data, fact_id = manager.create_fact("User prefers dark mode", "preference", 0.9)
+    created = _gateway(data)
+    assert [f.id for f in created.facts] == [fact_id] and created.revision == 1
+    assert created.facts[0].source == "manual"
+    for call in (
+        manager.get_memory,
+        manager.export_memory,
+        manager.reload_memory,
+        lambda: manager.update_fact(fact_id, confidence=0.8),
+        lambda: manager.delete_fact(fact_id),
+        manager.clear_memory,
+        lambda: manager.import_memory(created.model_dump(exclude_none=True)),
+    ):
+        _gateway(call())
+
+
+def test_facts_added_by_hand_never_carry_a_null_source(build: Build) -> None:
+    """DeerFlow v2.0.0's API types ``source`` as a string and rejects ``null``: a fact added or
+    edited by hand reads ``"manual"``, and the stored document has no ``null`` either."""
+    manager = build()
+    data, fact_id = manager.create_fact("User prefers green tea", "preference", 0.9)
+    assert [f["source"] for f in data["facts"]] == ["manual"]
+    data = manager.update_fact(fact_id, content="User prefers oolong tea")
+    assert [f["source"] for f in data["facts"]] == ["manual"]
+    for fact in _gateway(manager.get_memory()).facts:
+        assert fact.source == "manual"
+    service = manager.service
+    stored = json.loads(service.storage.path_for(service.scope()).read_text(encoding="utf-8"))
+    (fact,) = stored["facts"]
+    assert "source" not in fact and fact["manual"] is True
+
+
+def test_fact_errors_map_to_the_gateways_statuses(contract: ModuleType, build: Build) -> None:
+    manager = build()
+    _, fact_id = manager.create_fact("User lives in Lisbon", "context", 0.9)
+    assert _status(contract, lambda: manager.delete_fact("fact_missing")) == 404
+    assert _status(contract, lambda: manager.update_fact("fact_missing", content="x")) == 404
+    with pytest.raises(ValueError) as duplicate:
+        manager.create_fact("  user LIVES in lisbon. ", "context", 0.5)
+    assert duplicate.value.args[0] == "Duplicate fact"
+    _, other = manager.create_fact("User cycles to work", "behavior", 0.7)
+    with pytest.raises(ValueError, match="Duplicate fact"):
+        manager.update_fact(other, content="User lives in Lisbon")
+    for bad in (1.5, -0.1, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError) as error:
+            manager.create_fact("User owns a cat", "context", bad)
+        assert error.value.args[0] == "confidence"
+        with pytest.raises(ValueError) as error:
+            manager.update_fact(fact_id, confidence=bad)
+        assert error.value.args[0] == "confidence"
+    for blank in ("", "   ", "\u200b"):
+        with pytest.raises(ValueError) as error:
+            manager.create_fact(blank)
+        assert error.value.args[0] not in ("confidence", "agent_name", "Duplicate fact")
+    assert _status(contract, lambda: manager.create_fact("x" * 401)) == 400
+    facts = manager.get_memory()["facts"]
+    assert [f["content"] for f in facts] == ["User lives in Lisbon", "User cycles to work"]
+
+
+def test_update_fact_keeps_what_it_is_not_given_and_marks_it_manual(build: Build) -> None:
+    manager = build()
+    _, fact_id = manager.create_fact("User drinks green tea", "preference", 0.6, user_id="ann")
+    data = manager.update_fact(fact_id, confidence=0.95, user_id="ann")
+    (fact,) = data["facts"]
+    assert (fact["content"], fact["category"], fact["confidence"]) == (
+        "User drinks green tea",
+        "preference",
+        0.95,
+    )
+    data = manager.update_fact(fact_id, content="User drinks oolong tea", user_id="ann")
+    (fact,) = data["facts"]
+    assert (fact["content"], fact["category"], fact["confidence"]) == (
+        "User drinks oolong tea",
+        "preference",
+        0.95,
+    )
+    (stored,) = manager.service.get_memory("ann").facts
+    assert stored.manual and stored.updatedAt
+
+
+def test_lost_races_and_unreadable_memory_raise_deerflows_errors(
+    contract: ModuleType, build: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = build({"storage": {"backend": "memory"}})  # a store: compare-and-set on save
+    storage = manager.service.storage
+    _, fact_id = manager.create_fact("User plays chess", "context", 0.8)
+
+    def always_behind(scope: Any, memory: Any, expected_revision: int) -> int:
+        raise RevisionConflict(scope, expected_revision, expected_revision + 1)
+
+    monkeypatch.setattr(storage, "save", always_behind)
+    assert _status(contract, lambda: manager.create_fact("User plays go")) == 409
+    assert _status(contract, lambda: manager.update_fact(fact_id, confidence=0.9)) == 409
+    assert _status(contract, lambda: manager.delete_fact(fact_id)) == 409
+    assert _status(contract, manager.clear_memory) == 409
+
+    def unreadable(scope: Any) -> Any:
+        raise CorruptedMemoryError("users/default/__default__.json", "invalid JSON")
+
+    monkeypatch.setattr(storage, "load", unreadable)
+    for call in (manager.get_memory, manager.reload_memory, lambda: manager.search("chess")):
+        assert _status(contract, call) == 500
+    assert manager.get_context("default") == ""  # injection never breaks the model call
+
+
+def test_clear_import_and_delete_follow_the_gateways_meaning(build: Build) -> None:
+    manager = build()
+    manager.create_fact("User is learning Japanese", "goal", 0.9, user_id="kim")
+    manager.create_fact("Kim reviews code on Fridays", user_id="kim", agent_name="coder")
+    manager.create_fact("Lee likes jazz", "preference", 0.9, user_id="lee")
+    cleared = _gateway(manager.clear_memory(user_id="kim"))  # no agent: all of kim's memory
+    assert cleared.facts == []
+    assert manager.get_memory(user_id="kim", agent_name="coder")["facts"] == []
+    assert len(manager.get_memory(user_id="lee")["facts"]) == 1  # other users untouched
+
+    imported = {
+        "version": "1.0",
+        "lastUpdated": "2026-03-28T10:30:00Z",
+        "user": {"workContext": {"summary": "Builds data pipelines", "updatedAt": ""}},
+        "facts": [
+            {
+                "id": "fact_a",
+                "content": "User prefers Polars",
+                "category": "preference",
+                "confidence": 0.9,
+                "createdAt": "2026-03-01T00:00:00Z",
+                "source": "thread_1",
+            },
+            {"content": "User uses uv", "confidence": None},
+            {"id": "fact_bad", "content": None},
+        ],
+    }
+    data = _gateway(manager.import_memory(imported, user_id="kim"))
+    assert [f.content for f in data.facts] == ["User prefers Polars", "User uses uv"]
+    assert data.user.workContext.summary == "Builds data pipelines"
+    assert data.facts[0].source == "thread_1"
+    pixi = {"facts": [{"content": "User uses pixi"}]}
+    again = _gateway(manager.import_memory(pixi, user_id="kim"))
+    assert [f.content for f in again.facts] == ["User uses pixi"]  # an import replaces
+    assert manager.export_memory(user_id="kim") == manager.get_memory(user_id="kim")
+    manager.delete_memory(user_id="lee")
+    assert manager.get_memory(user_id="lee")["facts"] == []
+    assert all(s.user_id != "lee" for s in manager.service.storage.list_scopes())
+
+
+# -- injection and search -----------------------------------------------------------------------
+
+BAKING = (
+    "User bakes sourdough bread with a rye starter every weekend",
+    "User is perfecting a croissant dough lamination for baking",
+)
+CYCLING = (
+    "User races road bicycles and trains for a cycling sportive",
+    "User is choosing new tubeless tyres for the racing bicycle",
+)
+
+
+def _topic(line: str) -> str:
+    if any(fact in line for fact in BAKING):
+        return "baking"
+    if any(fact in line for fact in CYCLING):
+        return "cycling"
+    return line
+
+
+def test_get_context_ranks_by_the_turn_start_message(build: Build) -> None:
+    manager = build({"top_k": 4})
+    for baking, cycling in zip(BAKING, CYCLING, strict=True):
+        manager.create_fact(baking, "preference", 0.9, user_id="alice")
+        manager.create_fact(cycling, "preference", 0.9, user_id="alice")
+
+    unranked = manager.get_context("alice", thread_id="t1")  # no turn seen yet: no query
+    assert len(_fact_lines(unranked)) == 4 and "<memory>" not in unranked  # DeerFlow wraps it
+
+    baking = HumanMessage("My sourdough bread came out flat, baking tips?")
+    manager.on_turn_start(1, baking, thread_id="t1", user_id="alice")
+    assert _topic(_fact_lines(manager.get_context("alice", thread_id="t1"))[0]) == "baking"
+    cycling = {"role": "user", "content": "Which tyres for my road bicycle?"}
+    manager.on_turn_start(2, cycling, config={"configurable": {"thread_id": "t1"}})
+    assert _topic(_fact_lines(manager.get_context("alice", thread_id="t1"))[0]) == "cycling"
+    manager.on_turn_start(3, AIMessage("Bake the sourdough bread longer"), thread_id="t1")
+    assert _topic(_fact_lines(manager.get_context("alice", thread_id="t1"))[0]) == "cycling"
+
+    # a turn filed under another user does not steer alice's ranking of that thread
+    manager.on_turn_start(4, "sourdough bread baking", thread_id="t2", user_id="bob")
+    assert manager.get_context("alice", thread_id="t2") == unranked
+    # a turn naming no thread ranks that user's threads that have none of their own
+    manager.on_turn_start(5, "sourdough bread baking", user_id="alice")
+    assert _topic(_fact_lines(manager.get_context("alice", thread_id="t3"))[0]) == "baking"
+    assert _topic(_fact_lines(manager.get_context("alice", thread_id="t1"))[0]) == "cycling"
+
+
+def test_get_context_stays_within_the_token_budget(build: Build) -> None:
+    manager = build({"max_injection_tokens": 120, "token_counting": "char"})
+    for number in range(40):
+        manager.create_fact(f"User collected vintage postcard number {number} from Porto")
+    block = manager.get_context(None)
+    assert 0 < len(_fact_lines(block)) < 40
+    assert manager.service.recall.count_tokens(block) <= 120
+    assert build({"injection_enabled": False}).get_context(None) == ""
+
+
+def test_tool_mode_search_filters_the_category_before_top_k(build: Build) -> None:
+    manager = build(mode="tool")
+    assert manager.mode == "tool"
+    for text in ("User loves Python typing", "User prefers Python over Java", "Python at work"):
+        manager.create_fact(text, "preference", 0.9)
+    manager.create_fact("User wants to give a Python talk", "goal", 0.7)
+    manager.create_fact("User keeps bees", "context", 0.9)
+    top = manager.search("Python", 2)
+    assert len(top) == 2 and all("Python" in r["content"] for r in top)
+    assert set(top[0]) >= {"id", "content", "category", "confidence", "score", "createdAt"}
+    assert top[0]["score"] >= top[1]["score"]
+    (goal,) = manager.search("Python", 1, category="goal")
+    assert goal["content"] == "User wants to give a Python talk"
+    assert manager.search("Python", 0) == []
+    assert len(manager.search("", 10)) == 5  # no query: every active fact, by confidence
+    assert manager.search("Python", 3, user_id="someone-else") == []
+
+
+# -- capture and extraction -----------------------------------------------------------------------
+
+
+def test_add_then_shutdown_flush_stores_the_extraction(build: Build) -> None:
+    model = ScriptedChatModel(
+        answers=[update_json(facts=[("User loves sushi", "preference", 0.9)])]
+    )
+    asked: list[int] = []
+
+    def host_llm() -> Any:
+        asked.append(1)
+        return model
+
+    def keep_clarifications(extra: Any) -> bool:
+        return "human_input_response" in extra
+
+    hooks = {
+        "callbacks": None,
+        "should_keep_hidden_message": keep_clarifications,
+        "trace_context_manager": None,
+        "host_llm_factory": host_llm,
+        "extraction_callback": None,
+    }
+    manager = build(hooks=hooks)
+    assert asked == []  # built lazily, only when an update needs it
+    messages = [
+        HumanMessage("Sushi is my favourite food, just so you know."),
+        AIMessage("", tool_calls=[{"name": "search", "args": {"q": "sushi"}, "id": "c1"}]),
+        ToolMessage("TOOL-RESULT-7731", tool_call_id="c1"),
+        HumanMessage("REMINDER-4410 todo list", additional_kwargs={"hide_from_ui": True}),
+        HumanMessage(
+            "CLARIFIED-2208 yes, salmon",
+            additional_kwargs={"hide_from_ui": True, "human_input_response": {"answer": "yes"}},
+        ),
+        AIMessage("Noted: you love sushi."),
+    ]
+    manager.add("thread-1", messages, agent_name=None, user_id=None, trace_id="trace-1")
+    assert manager.get_memory()["facts"] == []  # debounced, not yet run
+    assert manager.shutdown_flush(10.0) is True
+    assert asked == [1]
+    assert [f["content"] for f in manager.get_memory()["facts"]] == ["User loves sushi"]
+    prompt = json.dumps([str(m.content) for m in model.calls[0]])
+    assert "Sushi is my favourite food" in prompt and "CLARIFIED-2208" in prompt
+    assert "TOOL-RESULT-7731" not in prompt and "REMINDER-4410" not in prompt
+
+
+def test_extraction_never_removes_a_manual_fact(build: Build) -> None:
+    model = ScriptedChatModel(answers=[])
+    manager = build(model=model)
+    _, fact_id = manager.create_fact("User's dog is called Miso", "context", 0.9)
+    model.answers.append(update_json(remove=[fact_id]))
+    manager.add("t", _conversation(("I walked the dog today", "Nice walk!")))
+    assert manager.shutdown_flush(10.0)
+    assert len(model.calls) == 1
+    assert [f["id"] for f in manager.get_memory()["facts"]] == [fact_id]
+
+
+def test_add_nowait_runs_the_update_without_waiting_for_the_debounce(build: Build) -> None:
+    model = ScriptedChatModel(
+        answers=[update_json(facts=[("User is moving to Oslo", "context", 0.9)])]
+    )
+    manager = build(model=model)  # an hour of debounce
+    manager.add_nowait("t", _conversation(("We move to Oslo in May", "Exciting!")), user_id="u")
+    assert _wait_for(lambda: bool(manager.get_memory(user_id="u")["facts"]))
+    assert [f["content"] for f in manager.get_memory(user_id="u")["facts"]] == [
+        "User is moving to Oslo"
+    ]
+
+
+def test_add_nowait_runs_only_its_own_thread_now(build: Build) -> None:
+    """``add_nowait`` starts this thread's update; other threads keep their debounce."""
+    model = ScriptedChatModel(
+        answers=[
+            update_json(facts=[("User is moving to Oslo", "context", 0.9)]),
+            update_json(facts=[("User keeps bees", "context", 0.9)]),
+        ]
+    )
+    manager = build(model=model)  # an hour of debounce
+    manager.add("bees", _conversation(("I keep bees in the garden", "Lovely")), user_id="u")
+    manager.add_nowait("oslo", _conversation(("We move to Oslo in May", "Exciting!")), user_id="u")
+
+    def facts() -> list[str]:
+        return [f["content"] for f in manager.get_memory(user_id="u")["facts"]]
+
+    assert _wait_for(lambda: facts() == ["User is moving to Oslo"])
+    assert _wait_for(lambda: manager.service.scheduler.pending() == 1)  # "bees" still waits
+    assert len(model.calls) == 1 and facts() == ["User is moving to Oslo"]
+    assert manager.shutdown_flush(10.0) is True
+    assert facts() == ["User is moving to Oslo", "User keeps bees"]
+
+
+def test_shutdown_flush_honours_a_hard_timeout(build: Build) -> None:
+    release = threading.Event()
+
+    def slow(messages: list[BaseMessage]) -> str:
+        release.wait(20)
+        return update_json(facts=[("User owns a kayak", "context", 0.9)])
+
+    manager = build(model=ScriptedChatModel(answers=[slow]))
+    manager.add("t", _conversation(("I paddle my kayak on weekends", "Sounds fun")))
+    started = time.monotonic()
+    assert manager.shutdown_flush(0.3) is False
+    assert time.monotonic() - started < 3.0
+    release.set()
+    assert manager.shutdown_flush(10.0) is True
+    assert [f["content"] for f in manager.get_memory()["facts"]] == ["User owns a kayak"]
+    assert manager.warm() is True
+
+
+async def test_async_methods_run_off_the_event_loop(build: Build) -> None:
+    model = ScriptedChatModel(
+        answers=[update_json(facts=[("User plays the cello", "context", 0.9)])]
+    )
+    manager = build(model=model)
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+    original = manager.service.capture
+
+    def recording_capture(*args: Any, **kwargs: Any) -> bool:
+        seen.append(threading.get_ident())
+        return bool(original(*args, **kwargs))
+
+    manager.service.capture = recording_capture
+    await manager.aadd("t", _conversation(("I practise the cello daily", "Lovely")))
+    assert seen and seen[0] != loop_thread
+    assert await asyncio.to_thread(manager.shutdown_flush, 10.0)
+    assert "cello" in await manager.aget_context(None)
+    (hit,) = await manager.asearch("cello", 1)
+    assert hit["content"] == "User plays the cello"
