@@ -45,7 +45,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryMiddleware
 from deermem_middleware.config import load_memory_config
-from deermem_middleware.config import loading as config_loading
+from deermem_middleware.config import yaml_source as config_loading
 from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, update_json
 
 REPO = Path(__file__).resolve().parents[1]

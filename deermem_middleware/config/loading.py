@@ -20,17 +20,13 @@ variables.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
-import re
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from deermem_middleware.config.deerflow_compat import (
@@ -48,6 +44,14 @@ from deermem_middleware.config.models import (
     ModelConfig,
     StorageConfig,
 )
+from deermem_middleware.config.yaml_source import (
+    Key,
+    YamlDoc,
+    at,
+    dotted,
+    read_yaml,
+    resolve_env,
+)
 from deermem_middleware.deerflow import paths as deerflow_paths
 
 __all__ = [
@@ -62,11 +66,6 @@ logger = logging.getLogger(__name__)
 
 CONFIG_ENV_VAR = "DEERMEM_CONFIG"
 DEERFLOW_CONFIG_ENV_VAR = deerflow_paths.CONFIG_PATH_ENV_VAR
-MAX_YAML_NODES = 100_000
-"""Most YAML nodes a config may expand to once aliases are followed: a real config has a few
-hundred; a "billion laughs" document (aliases of aliases) has billions and kept the loader busy
-for minutes."""
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|^\$([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def default_config_path() -> Path | None:
@@ -91,179 +90,13 @@ def default_config_path() -> Path | None:
 
 
 # ------------------------------------------------------------------------------------------------
-# YAML with line numbers
-# ------------------------------------------------------------------------------------------------
-
-Key = tuple[str | int, ...]
-
-
-@dataclass
-class _YamlDoc:
-    path: Path
-    data: Any
-    lines: dict[Key, int]
-    in_file: bool = True
-    """False for a mapping given in code (:func:`memory_config_from_mapping`): no file, no
-    lines, no ``$VAR`` references resolved; messages name the key alone."""
-
-    def where(self, key: Key) -> str:
-        if not self.in_file:
-            return ""
-        probe = key
-        while probe and probe not in self.lines:
-            probe = probe[:-1]
-        line = self.lines.get(probe)
-        return f"{self.path}:{line}" if line else str(self.path)
-
-
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML has it: DeerFlow's 2,600-line ``config.example.yaml``
-parses in 18 ms instead of 440 ms (composed for line numbers, then loaded)."""
-
-_PARSED: dict[tuple[str, int, int, int], _YamlDoc] = {}
-_PARSED_LOCK = threading.Lock()
-_PARSED_MAX = 64
-
-
-def _read_yaml(path: Path) -> _YamlDoc:
-    """The parsed file, from a cache keyed by the file's identity, size and modification time.
-
-    Hosts build middleware per request (DeerFlow builds ``extensions.middlewares`` for every
-    agent), and each construction reads the config: without the cache, every request parsed
-    DeerFlow's example file again (255 ms a construction). A changed file is read again.
-    """
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
-    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    with _PARSED_LOCK:
-        cached = _PARSED.get(key)
-    if cached is None:
-        cached = _parse_yaml(path)
-        with _PARSED_LOCK:
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.clear()
-            _PARSED[key] = cached
-    # callers may rewrite the data they get: each gets its own copy
-    return _YamlDoc(cached.path, copy.deepcopy(cached.data), cached.lines)
-
-
-def _parse_yaml(path: Path) -> _YamlDoc:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc}") from exc
-    try:
-        node = yaml.compose(text, Loader=_LOADER)
-        if node is not None:
-            _check_expansion(node, path)
-        data = yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from exc
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
-    lines: dict[Key, int] = {}
-    if node is not None:
-        _collect_lines(node, (), lines)
-    return _YamlDoc(path, data, lines)
-
-
-def _check_expansion(root: yaml.Node, path: Path) -> None:
-    """Refuse documents whose aliases expand past :data:`MAX_YAML_NODES` nodes, or refer to
-    themselves: both would make every later walk of the data (line numbers, ``$VAR``
-    resolution, validation) take forever. Counted on the node graph, each shared node once."""
-    sizes: dict[int, int] = {}
-    busy: set[int] = set()
-
-    def size(node: yaml.Node) -> int:
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        if id(node) in busy:
-            line = node.start_mark.line + 1
-            raise ConfigError(f"{path}:{line}: invalid YAML: an alias refers to itself")
-        busy.add(id(node))
-        total = 1
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                total += size(key_node) + size(value_node)
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                total += size(item)
-        busy.discard(id(node))
-        sizes[id(node)] = total
-        if total > MAX_YAML_NODES:
-            line = node.start_mark.line + 1
-            raise ConfigError(
-                f"{path}:{line}: invalid YAML: aliases expand to more than {MAX_YAML_NODES:,} "
-                "nodes (a config never needs that many; is this an alias bomb?)"
-            )
-        return total
-
-    size(root)
-
-
-def _collect_lines(node: yaml.Node, key: Key, lines: dict[Key, int]) -> None:
-    lines.setdefault(key, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                child = (*key, key_node.value)
-                lines[child] = key_node.start_mark.line + 1
-                _collect_lines(value_node, child, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            child = (*key, index)
-            lines[child] = item.start_mark.line + 1
-            _collect_lines(item, child, lines)
-
-
-def _dotted(key: Key) -> str:
-    return ".".join(str(part) for part in key)
-
-
-def _at(doc: _YamlDoc, key: Key) -> str:
-    """Where ``key`` is, for a message: ``file:line: dotted.key``, or the key of a mapping."""
-    where = doc.where(key)
-    return f"{where}: {_dotted(key)}" if where else _dotted(key)
-
-
-def _resolve_env(value: Any, doc: _YamlDoc, key: Key) -> Any:
-    """Replace ``$VAR`` (whole value) and ``${VAR}`` (anywhere) from the environment, loudly."""
-    if isinstance(value, str) and "$" in value:
-
-        def lookup(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(2)
-            if name not in os.environ:
-                raise ConfigError(
-                    f"{doc.where(key)}: {_dotted(key)}: environment variable ${name} is not set"
-                )
-            return os.environ[name]
-
-        return _ENV_REF.sub(lookup, value)
-    if isinstance(value, dict):
-        return {k: _resolve_env(v, doc, (*key, k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve_env(v, doc, (*key, i)) for i, v in enumerate(value)]
-    return value
-
-
-# ------------------------------------------------------------------------------------------------
 # Loading
 # ------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class _Origin:
-    doc: _YamlDoc
+    doc: YamlDoc
     key: Key
 
 
@@ -276,9 +109,9 @@ class _Merge:
     origins: dict[str, _Origin] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
 
-    def ignore(self, doc: _YamlDoc, key: Key, note: str = "") -> None:
+    def ignore(self, doc: YamlDoc, key: Key, note: str = "") -> None:
         where = "" if doc.path == self.main else f" (in {doc.path})"
-        self.ignored.append(f"{_dotted(key)}{note}{where}")
+        self.ignored.append(f"{dotted(key)}{note}{where}")
 
 
 _LAYOUT_KEYS = frozenset({"backend", "backend_config", "agents"})
@@ -293,7 +126,7 @@ def _nullable(model: type[BaseModel], name: str) -> bool:
     return annotation is None or annotation is Any or type(None) in get_args(annotation)
 
 
-def _memory_block(doc: _YamlDoc, base: Key) -> dict[str, Any]:
+def _memory_block(doc: YamlDoc, base: Key) -> dict[str, Any]:
     block = doc.data
     for part in base:
         block = block.get(part) if isinstance(block, dict) else None
@@ -301,21 +134,21 @@ def _memory_block(doc: _YamlDoc, base: Key) -> dict[str, Any]:
         return {}
     if not isinstance(block, dict):
         raise ConfigError(
-            f"{doc.where(base)}: {_dotted(base)} must be a mapping, got {type(block).__name__}"
+            f"{doc.where(base)}: {dotted(base)} must be a mapping, got {type(block).__name__}"
         )
     return block
 
 
-def _take(merge: _Merge, doc: _YamlDoc, key: str, value: Any, path: Key) -> None:
+def _take(merge: _Merge, doc: YamlDoc, key: str, value: Any, path: Key) -> None:
     """One key of a block: a null for a key that cannot be null counts as not set; anything
     else (unknown keys too, for the error) is kept, ``$VAR`` references resolved."""
     if value is None and not _nullable(MemoryConfig, key):
         return
-    merge.values[key] = _resolve_env(value, doc, path) if doc.in_file else value
+    merge.values[key] = resolve_env(value, doc, path) if doc.in_file else value
     merge.origins[key] = _Origin(doc, path)
 
 
-def _flatten_into(merge: _Merge, doc: _YamlDoc, base: Key) -> dict[str, Any]:
+def _flatten_into(merge: _Merge, doc: YamlDoc, base: Key) -> dict[str, Any]:
     """Merge one ``memory:`` block (flat or ``backend_config`` form) into ``merge``."""
     block = _memory_block(doc, base)
     for key, value in block.items():
@@ -328,7 +161,7 @@ def _flatten_into(merge: _Merge, doc: _YamlDoc, base: Key) -> dict[str, Any]:
     backend = block.get("backend")
     if backend is not None and backend not in ("file", "json", "memory"):
         raise ConfigError(
-            f"{_at(doc, (*base, 'backend'))}: unsupported backend "
+            f"{at(doc, (*base, 'backend'))}: unsupported backend "
             f"{backend!r} (supported: file, memory)"
         )
     nested = block.get("backend_config")
@@ -338,19 +171,19 @@ def _flatten_into(merge: _Merge, doc: _YamlDoc, base: Key) -> dict[str, Any]:
         return block
     if nested is not None:
         if not isinstance(nested, dict):
-            raise ConfigError(f"{_at(doc, (*base, 'backend_config'))} must be a mapping")
+            raise ConfigError(f"{at(doc, (*base, 'backend_config'))} must be a mapping")
         for key, value in nested.items():
             path = (*base, "backend_config", key)
             if key in DEERFLOW_BACKEND_KEYS:
                 merge.ignore(doc, path)
                 continue
             if key in merge.values and key in block and merge.values[key] != value:
-                logger.warning("%s overrides %s", _at(doc, path), _dotted((*base, key)))
+                logger.warning("%s overrides %s", at(doc, path), dotted((*base, key)))
             _take(merge, doc, key, value, path)
     return block
 
 
-def _resolve_model_name(merge: _Merge, main: _YamlDoc) -> None:
+def _resolve_model_name(merge: _Merge, main: YamlDoc) -> None:
     """DeerFlow's ``model_name`` points into the top-level ``models:`` list: inline that entry."""
     name = merge.values.get("model_name")
     if name is None or merge.values.get("model") is not None:
@@ -359,12 +192,12 @@ def _resolve_model_name(merge: _Merge, main: _YamlDoc) -> None:
     origin = merge.origins["model_name"]
     if not isinstance(models, list):
         raise ConfigError(
-            f"{_at(origin.doc, origin.key)}: {name!r} refers to the "
+            f"{at(origin.doc, origin.key)}: {name!r} refers to the "
             "top-level 'models:' list, which this file does not have"
         )
     for index, entry in enumerate(models):
         if isinstance(entry, dict) and entry.get("name") == name:
-            entry = _resolve_env(entry, main, ("models", index))
+            entry = resolve_env(entry, main, ("models", index))
             translated = model_from_entry(entry)
             merge.values["model"] = translated.model
             merge.origins["model"] = _Origin(main, ("models", index))
@@ -372,7 +205,7 @@ def _resolve_model_name(merge: _Merge, main: _YamlDoc) -> None:
                 merge.ignore(main, ("models", index, key))
             return
     raise ConfigError(
-        f"{_at(origin.doc, origin.key)}: no model named {name!r} in the top-level 'models:' list"
+        f"{at(origin.doc, origin.key)}: no model named {name!r} in the top-level 'models:' list"
     )
 
 
@@ -383,14 +216,14 @@ def _without_nulls(value: Any, model: type[BaseModel]) -> Any:
     return {k: v for k, v in value.items() if v is not None or _nullable(model, str(k))}
 
 
-def _read_agent_doc(path: Path) -> _YamlDoc | None:
-    doc = _read_yaml(path)
+def _read_agent_doc(path: Path) -> YamlDoc | None:
+    doc = read_yaml(path)
     if doc.data is not None and not isinstance(doc.data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return doc if doc.data else None
 
 
-def _agent_files(main: _YamlDoc, agent_name: str, user_id: str | None) -> list[Path]:
+def _agent_files(main: YamlDoc, agent_name: str, user_id: str | None) -> list[Path]:
     """The agent's own config files, in merge order: ``agents/<name>/config.yaml`` beside the
     main file, then the one DeerFlow reads for it (per-user layout, else legacy)."""
     found: list[Path] = []
@@ -447,7 +280,7 @@ def load_memory_config(
     (``users/<user_id>/agents/<name>/``, else the legacy ``agents/<name>/``). ``user_id``
     (default ``"default"``, DeerFlow's user without authentication) only picks that folder.
     """
-    main = _read_yaml(Path(path).expanduser().resolve())
+    main = read_yaml(Path(path).expanduser().resolve())
     if main.data is None:
         main.data = {}
     if not isinstance(main.data, dict):
@@ -512,7 +345,7 @@ def memory_config_from_mapping(
     data: Any = _plain(block)
     for part in reversed(base):
         data = {part: data}
-    doc = _YamlDoc(Path(), data, {}, in_file=False)
+    doc = YamlDoc(Path(), data, {}, in_file=False)
     merge = _Merge(doc.path)
     _flatten_into(merge, doc, base)
     if deerflow and "model_name" in merge.values:
@@ -539,7 +372,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _settle(merge: _Merge, main: _YamlDoc, *, deerflow: bool) -> None:
+def _settle(merge: _Merge, main: YamlDoc, *, deerflow: bool) -> None:
     """The merged values made ready to validate: a ``model`` with every field empty is none,
     ``model_name`` looked up, storage paths made absolute, nested nulls meaning "default"
     dropped."""
@@ -587,7 +420,7 @@ def _config(merge: _Merge) -> MemoryConfig:
     config = _validate(merge.values, merge.origins)
     if config.model is not None and config.model.use and "model" in merge.origins:
         origin = merge.origins["model"]
-        config.model._use_where = _at(origin.doc, (*origin.key, "use"))
+        config.model._use_where = at(origin.doc, (*origin.key, "use"))
     return config
 
 
@@ -601,9 +434,9 @@ def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> Memo
             head = str(loc[0]) if loc else ""
             origin = origins.get(head)
             if origin is None:
-                where = f"memory config: {_dotted(tuple(loc))}"
+                where = f"memory config: {dotted(tuple(loc))}"
             else:
-                where = _at(origin.doc, (*origin.key, *loc[1:]))
+                where = at(origin.doc, (*origin.key, *loc[1:]))
             if error["type"] == "extra_forbidden":
                 message = "unknown key (check the spelling; see the config reference)"
             else:
