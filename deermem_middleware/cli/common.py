@@ -64,8 +64,9 @@ def _scope_args(
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="YAML config naming the storage (default: $DEERMEM_CONFIG or ./config.yaml; "
-        "without either, the defaults: JSON files under ~/.deermem)",
+        help="YAML config naming the storage (default: $DEERMEM_CONFIG, else "
+        "$DEER_FLOW_CONFIG_PATH, else config.yaml in the project root; without any, the "
+        "defaults: JSON files under ~/.deermem)",
     )
     parser.add_argument(
         "--user",

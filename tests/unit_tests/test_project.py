@@ -78,3 +78,18 @@ def test_every_config_key_is_in_the_readme_reference() -> None:
 def test_changelog_has_an_unreleased_section() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert "## [Unreleased]" in changelog
+
+
+def test_every_test_the_readme_names_exists() -> None:
+    """The README backs its claims with test names (DeerFlow's section above all): each must be
+    a test function of this suite, so a renamed or deleted test cannot leave a claim unbacked."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(test_[a-z0-9_]+)`", readme))
+    assert len(named) > 20
+    defined = set()
+    for path in (root / "tests").rglob("test_*.py"):
+        defined.update(
+            re.findall(r"^\s*(?:async )?def (test_[a-z0-9_]+)", path.read_text("utf-8"), re.M)
+        )
+    assert sorted(named - defined) == []
