@@ -7,5 +7,7 @@
 - ``decay``: how facts age (rank, never membership);
 - ``time``: dates of events, relative dates, what questions say about time;
 - ``apply``: one whole update applied to a document (the one entry point);
-- ``interchange``: documents that come from outside, held to the same caps.
+- ``interchange``: documents that come from outside, held to the same caps;
+- ``repair``: lenient reading of DeerFlow's and older documents, fact by fact;
+- ``manual``: the edits a person makes (add, edit, remove a fact), protected from extraction.
 """
