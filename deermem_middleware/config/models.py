@@ -192,7 +192,8 @@ class StorageConfig(BaseModel):
 class MemoryConfig(BaseModel):
     """Every knob of the memory, with DeerFlow's names and defaults where DeerFlow has them."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # protected_namespaces=(): pydantic < 2.10 warns that model_name is in its "model_" namespace
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
 
     enabled: bool = True
     """Master switch: when false the middleware neither injects nor captures."""
