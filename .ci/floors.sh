@@ -8,12 +8,14 @@
 #
 #   .ci/floors.sh             the floors of pyproject.toml
 #   .ci/floors.sh --deerflow  the same, but the langchain family at DeerFlow's locked versions
-#                             (langchain 1.3.14, langchain-core 1.4.9, langchain-openai 1.2.1)
+#                             (langchain 1.3.14, langchain-core 1.4.9, langchain-openai 1.2.1,
+#                             langgraph 1.2.5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # DeerFlow's lock file (HEAD f1f4af9): a DeerFlow environment must be able to install us
-DEERFLOW_PINS="langchain==1.3.14 langchain-core==1.4.9 langchain-openai==1.2.1"
+# (langchain 1.3.14 itself needs langgraph >= 1.2.5: the lowest a DeerFlow environment can have)
+DEERFLOW_PINS="langchain==1.3.14 langchain-core==1.4.9 langchain-openai==1.2.1 langgraph==1.2.5"
 overrides=""
 if [ "${1:-}" = "--deerflow" ]; then
   overrides="$DEERFLOW_PINS"
