@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from deermem_middleware import MemoryConfig
+from tests.deerflow_contract_model import CONTRACT, CONTRACT_MODULE, forget_deerflow_modules
 
 
 @pytest.fixture
@@ -23,3 +26,12 @@ def memory_config(tmp_path: Path) -> MemoryConfig:
 def _deermem_debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.DEBUG, logger="deermem_middleware")
     yield
+
+
+@pytest.fixture
+def contract(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """Our model of DeerFlow's contract module, importable as ``deerflow`` for this test."""
+    forget_deerflow_modules()
+    monkeypatch.syspath_prepend(str(CONTRACT))
+    yield importlib.import_module(CONTRACT_MODULE)
+    forget_deerflow_modules()

@@ -1,12 +1,17 @@
-"""Fixtures shared by the tests: a test config. The test doubles and prompt helpers (scripted and
-marker chat models, the OpenAI stub, system_text) live in :mod:`deermem_middleware.testing`."""
+"""Fixtures shared by the tests: a test config, and config files written and loaded (the config
+tests). The test doubles and prompt helpers (scripted and marker chat models, the OpenAI stub,
+system_text) live in :mod:`deermem_middleware.testing`."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from deermem_middleware import MemoryConfig
+from deermem_middleware.config import ConfigError, load_memory_config
 
 
 def memory_config(tmp_path: Path, **overrides: Any) -> MemoryConfig:
@@ -20,3 +25,25 @@ def memory_config(tmp_path: Path, **overrides: Any) -> MemoryConfig:
     }
     values.update(overrides)
     return MemoryConfig(**values)
+
+
+def write(path: Path, text: str) -> Path:
+    """``text`` (dedented, leading newlines dropped) written to ``path``, its folders made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def line_of(path: Path, needle: str) -> int:
+    """1-based line number of the first line containing ``needle``."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if needle in line:
+            return number
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def error_of(path: Path, *, agent_name: str | None = None, user_id: str | None = None) -> str:
+    """The message of the :class:`ConfigError` that loading ``path`` raises (fails if none)."""
+    with pytest.raises(ConfigError) as info:
+        load_memory_config(path, agent_name=agent_name, user_id=user_id)
+    return str(info.value)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from deermem_middleware.config.models import MODEL_CONSTRUCTOR_FIELDS
+
 __all__ = [
     "DEERFLOW_BACKEND_KEYS",
     "DEERFLOW_HOST_KEYS",
@@ -101,16 +103,6 @@ arguments (DeerFlow's model factory leaves them out too)."""
 OPENAI_CLASS_PATHS = frozenset({"langchain_openai:ChatOpenAI", "langchain_openai.ChatOpenAI"})
 """``use`` values built as ``provider: openai`` (our reference path), not by class path."""
 
-_MODEL_FIELDS = (
-    "model",
-    "api_key",
-    "base_url",
-    "temperature",
-    "max_tokens",
-    "timeout",
-    "max_retries",
-    "extra_body",
-)
 _OWN_MANAGER_PREFIX = "deermem_middleware"
 
 
@@ -216,7 +208,7 @@ def model_from_entry(entry: Mapping[str, Any]) -> EntryModel:
             settings["timeout"] = settings.pop("request_timeout")
     else:
         model["use"] = use
-    for name in _MODEL_FIELDS:
+    for name in MODEL_CONSTRUCTOR_FIELDS:
         if name in settings:
             model[name] = settings.pop(name)
     if openai:

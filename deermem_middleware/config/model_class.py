@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from deermem_middleware.config.models import CLASS_PATH_PATTERN, ConfigError, ModelConfig
+from deermem_middleware.config.models import (
+    CLASS_PATH_PATTERN,
+    MODEL_CONSTRUCTOR_FIELDS,
+    ConfigError,
+    ModelConfig,
+)
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -21,17 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["build_class_model", "class_model_kwargs", "import_class_path"]
 
 logger = logging.getLogger(__name__)
-
-_PASSED_FIELDS = (
-    "model",
-    "api_key",
-    "base_url",
-    "temperature",
-    "max_tokens",
-    "timeout",
-    "max_retries",
-    "extra_body",
-)
 
 
 def import_class_path(path: str) -> Any:
@@ -56,7 +50,7 @@ def class_model_kwargs(config: ModelConfig) -> dict[str, Any]:
     explicitly (defaults of this package, such as ``max_tokens: 1500``, are not imposed on a
     class that may not take them)."""
     kwargs = {key: _plain(value) for key, value in config.options.items()}
-    for name in _PASSED_FIELDS:
+    for name in MODEL_CONSTRUCTOR_FIELDS:
         if name in config.model_fields_set:
             value = getattr(config, name)
             if value is not None:

@@ -27,6 +27,7 @@ __all__ = [
     "CLASS_PATH_PATTERN",
     "DEFAULT_MAX_FACTS",
     "DEFAULT_STORAGE_PATH",
+    "MODEL_CONSTRUCTOR_FIELDS",
     "ConfigError",
     "EmbeddingsConfig",
     "MemoryConfig",
@@ -51,6 +52,21 @@ _SECRET_OPTION = re.compile(r"(api_key|secret|password|token)$", re.IGNORECASE)
 
 class ConfigError(ValueError):
     """A configuration mistake, with where it is (file, line, key)."""
+
+
+MODEL_CONSTRUCTOR_FIELDS = (
+    "model",
+    "api_key",
+    "base_url",
+    "temperature",
+    "max_tokens",
+    "timeout",
+    "max_retries",
+    "extra_body",
+)
+"""The :class:`ModelConfig` fields that are a chat model class's constructor arguments under the
+same names: passed to a ``use`` class when set, and read into these fields from a DeerFlow
+``models:`` entry's settings."""
 
 
 class ModelConfig(BaseModel):

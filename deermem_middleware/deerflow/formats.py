@@ -40,7 +40,7 @@ from deermem_middleware.memory.document import (
     Memory,
     utc_now_iso,
 )
-from deermem_middleware.memory.interchange import (
+from deermem_middleware.memory.repair import (
     Repair,
     RepairReport,
     derived_fact_id,

@@ -1,43 +1,20 @@
 """The DeerFlow backend end to end with a real model over HTTP.
 
-DeerFlow's factory builds the manager (our model of its contract, ``tests/deerflow_contract``)
-with its host hooks; extraction runs on the host's default chat model — here ``ChatOpenAI``
-against the local llama.cpp server — through the real structured-output path. The tiny model's
-content is poor and not asserted beyond "something was stored"; the path is.
+DeerFlow's factory builds the manager (our model of its contract, ``tests/deerflow_contract``,
+which the ``contract`` fixture of ``tests/conftest.py`` puts on ``sys.path``) with its host hooks;
+extraction runs on the host's default chat model — here ``ChatOpenAI`` against the local
+llama.cpp server — through the real structured-output path. The tiny model's content is poor and
+not asserted beyond "something was stored"; the path is.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware.extraction.local_llm import LocalLLMServer
-
-CONTRACT = Path(__file__).resolve().parents[1] / "deerflow_contract"
-
-
-def _forget_deerflow_modules() -> None:
-    for name in list(sys.modules):
-        if name == "deerflow" or name.startswith("deerflow."):
-            del sys.modules[name]
-    sys.modules.pop("deermem_middleware.deerflow.manager", None)
-    package = sys.modules.get("deermem_middleware.deerflow")
-    if package is not None and "manager" in vars(package):
-        delattr(package, "manager")
-
-
-@pytest.fixture
-def contract(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    _forget_deerflow_modules()
-    monkeypatch.syspath_prepend(str(CONTRACT))
-    yield importlib.import_module("deerflow.agents.memory.manager")
-    _forget_deerflow_modules()
 
 
 def test_the_backend_stores_and_injects_with_deerflows_default_model(

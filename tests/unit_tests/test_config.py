@@ -5,7 +5,6 @@ DeerFlow's own files (its keys, paths and model profiles): ``test_config_deerflo
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,27 +18,7 @@ from deermem_middleware.config import (
     default_config_path,
     load_memory_config,
 )
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
-
-
-def line_of(path: Path, needle: str) -> int:
-    """1-based line number of the first line containing ``needle``."""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if needle in line:
-            return number
-    raise AssertionError(f"{needle!r} not in {path}")
-
-
-def error_of(path: Path, agent_name: str | None = None) -> str:
-    with pytest.raises(ConfigError) as info:
-        load_memory_config(path, agent_name=agent_name)
-    return str(info.value)
-
+from tests.helpers import error_of, line_of, write
 
 # -- defaults ----------------------------------------------------------------------------------
 

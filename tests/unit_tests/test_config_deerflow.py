@@ -41,6 +41,7 @@ from deermem_middleware.config.model_class import build_class_model, import_clas
 from deermem_middleware.deerflow import paths
 from deermem_middleware.extraction.models import build_chat_model
 from tests.deerflow_files import REPO, pinned
+from tests.helpers import error_of, line_of, write
 
 FIXTURES = REPO / "tests" / "fixtures" / "deerflow_config"
 OUR_SHAPES = sorted(FIXTURES.glob("*.yaml"))
@@ -69,25 +70,6 @@ def deerflow_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("DEERMEM_CONFIG", "DEER_FLOW_CONFIG_PATH", "DEER_FLOW_PROJECT_ROOT"):
         monkeypatch.delenv(name, raising=False)
     return home
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
-
-
-def line_of(path: Path, needle: str) -> int:
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if needle in line:
-            return number
-    raise AssertionError(f"{needle!r} not in {path}")
-
-
-def error_of(path: Path, **kwargs: Any) -> str:
-    with pytest.raises(ConfigError) as info:
-        load_memory_config(path, **kwargs)
-    return str(info.value)
 
 
 def ignored_logs(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -3,8 +3,9 @@ DeerFlow's own rules: HEAD's Markdown-fact storage (parse, per-fact validation, 
 manifest) and the two gateway response models (HEAD's, and v2.0.0's strict ``source: str``).
 
 DeerFlow cannot be installed here (it needs Python 3.12), so the readers below restate, rule by
-rule, what its pinned ``storage.py`` and ``routers/memory.py`` accept; every test that writes a
-DeerFlow shape runs its output through them.
+rule, what its pinned ``storage.py`` accepts, and ``tests/deerflow_gateway.py`` (shared with the
+manager's tests) what its ``routers/memory.py`` accepts; every test that writes a DeerFlow shape
+runs its output through them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from deermem_middleware.deerflow.formats import (
     fact_from_markdown,
@@ -31,6 +31,7 @@ from deermem_middleware.deerflow.formats import (
 from deermem_middleware.memory.document import DocumentFormatError, Fact, Memory
 from deermem_middleware.memory.interchange import RepairReport
 from tests.deerflow_files import pinned
+from tests.deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "deerflow_memory"
 NOW = "2026-06-01T12:00:00Z"
@@ -173,74 +174,6 @@ def head_load_user(root: Path, user_id: str) -> dict[str, list[dict[str, Any]]]:
                 raise HeadRejects(f"{path} is not where fact_file_path looks for it")
             facts.setdefault(agent, []).append(head_normalize_fact(fact, scope))
     return facts
-
-
-class GatewaySection(BaseModel):
-    summary: str = ""
-    updatedAt: str = ""
-
-
-class GatewayUser(BaseModel):
-    workContext: GatewaySection = Field(default_factory=GatewaySection)
-    personalContext: GatewaySection = Field(default_factory=GatewaySection)
-    topOfMind: GatewaySection = Field(default_factory=GatewaySection)
-
-
-class GatewayHistory(BaseModel):
-    recentMonths: GatewaySection = Field(default_factory=GatewaySection)
-    earlierContext: GatewaySection = Field(default_factory=GatewaySection)
-    longTermBackground: GatewaySection = Field(default_factory=GatewaySection)
-
-
-class StrictGatewayFact(BaseModel):
-    """v2.0.0's gateway fact: ``source`` a plain ``str`` (``null`` is a validation error)."""
-
-    id: str
-    content: str
-    category: str = "context"
-    confidence: float = 0.5
-    createdAt: str = ""
-    source: str = "unknown"
-
-
-class HeadGatewayFact(StrictGatewayFact):
-    """HEAD's gateway fact: more optional keys; ``source`` as a string or structured."""
-
-    categoryExtension: str | None = None
-    topics: list[str] | None = None
-    sourceError: str | None = None
-    schemaVersion: int | None = None
-    status: str | None = None
-    scope: dict[str, str | None] | None = None
-    revision: int | None = None
-    updatedAt: str | None = None
-    consolidatedAt: str | None = None
-    consolidatedFrom: list[str] | None = None
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return value
-        if not isinstance(value, dict):
-            return "unknown"
-        if value.get("type") == "conversation" and value.get("threadId"):
-            return value["threadId"]
-        return value.get("type") or value.get("threadId") or "unknown"
-
-
-class StrictGatewayMemory(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    version: str = "1.0"
-    lastUpdated: str = ""
-    user: GatewayUser = Field(default_factory=GatewayUser)
-    history: GatewayHistory = Field(default_factory=GatewayHistory)
-    facts: list[StrictGatewayFact] = Field(default_factory=list)
-
-
-class HeadGatewayMemory(StrictGatewayMemory):
-    revision: int | None = None
-    facts: list[HeadGatewayFact] = Field(default_factory=list)  # type: ignore[assignment]
 
 
 STRING_KEYS = {"id", "content", "category", "createdAt", "source", "summary", "updatedAt"}

@@ -2,15 +2,15 @@
 
 DeerFlow cannot be installed here (it needs Python 3.12), so ``tests/deerflow_contract`` holds a
 model of its ``deerflow.agents.memory.manager`` written from DeerFlow's file; each test puts it on
-``sys.path``. The gateway's response models below are written from DeerFlow's
-``app/gateway/routers/memory.py`` (no lenient ``source`` validator: we must send strings).
+``sys.path`` (the ``contract`` fixture). What the manager hands the gateway goes through the
+gateway's response models (``tests/deerflow_gateway.py``): HEAD's, and v2.0.0's strict one, whose
+``source`` has no lenient validator: we must send strings.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
-import importlib
 import inspect
 import json
 import os
@@ -26,69 +26,26 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from pydantic import BaseModel, Field
 
 from deermem_middleware.storage.base import CorruptedMemoryError, RevisionConflict
 from deermem_middleware.testing import ScriptedChatModel, update_json
 
+from ..deerflow_contract_model import CONTRACT
 from ..deerflow_files import pinned
+from ..deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
 
-CONTRACT = Path(__file__).resolve().parents[1] / "deerflow_contract"
 MANAGER_CLASS = "deermem_middleware.deerflow:DeermemMemoryManager"
 
 
-# -- the gateway's response shapes (DeerFlow's routers/memory.py) ------------------------------
+# -- the gateway ------------------------------------------------------------------------------
 
 
-class Section(BaseModel):
-    summary: str = ""
-    updatedAt: str = ""
-
-
-class UserContext(BaseModel):
-    workContext: Section = Field(default_factory=Section)
-    personalContext: Section = Field(default_factory=Section)
-    topOfMind: Section = Field(default_factory=Section)
-
-
-class HistoryContext(BaseModel):
-    recentMonths: Section = Field(default_factory=Section)
-    earlierContext: Section = Field(default_factory=Section)
-    longTermBackground: Section = Field(default_factory=Section)
-
-
-class GatewayFact(BaseModel):
-    id: str
-    content: str
-    category: str = "context"
-    categoryExtension: str | None = None
-    topics: list[str] | None = None
-    confidence: float = 0.5
-    createdAt: str = ""
-    source: str = "unknown"
-    sourceError: str | None = None
-    schemaVersion: int | None = None
-    status: str | None = None
-    scope: dict[str, str | None] | None = None
-    revision: int | None = None
-    updatedAt: str | None = None
-    consolidatedAt: str | None = None
-    consolidatedFrom: list[str] | None = None
-
-
-class MemoryResponse(BaseModel):
-    version: str = "1.0"
-    revision: int | None = None
-    lastUpdated: str = ""
-    user: UserContext = Field(default_factory=UserContext)
-    history: HistoryContext = Field(default_factory=HistoryContext)
-    facts: list[GatewayFact] = Field(default_factory=list)
-
-
-def _gateway(data: dict[str, Any]) -> MemoryResponse:
-    """What the gateway builds from a manager's dict, with what its web page needs: times it can
-    parse (an empty ``lastUpdated`` is the frontend's "Invalid time value")."""
-    response = MemoryResponse(**data)
+def _gateway(data: dict[str, Any]) -> HeadGatewayMemory:
+    """What the gateway builds from a manager's dict (v2.0.0's strict model must take it too: no
+    ``source`` but a string), with what its web page needs: times it can parse (an empty
+    ``lastUpdated`` is the frontend's "Invalid time value")."""
+    StrictGatewayMemory.model_validate(data)
+    response = HeadGatewayMemory.model_validate(data)
     for stamp in (response.lastUpdated, *(f.createdAt for f in response.facts)):
         assert stamp, f"empty timestamp in {data}"
         datetime.fromisoformat(stamp.replace("Z", "+00:00"))
@@ -113,25 +70,6 @@ def _status(contract: ModuleType, call: Callable[[], Any]) -> int:
 
 
 # -- fixtures -------------------------------------------------------------------------------------
-
-
-def _forget_deerflow_modules() -> None:
-    for name in list(sys.modules):
-        if name == "deerflow" or name.startswith("deerflow."):
-            del sys.modules[name]
-    sys.modules.pop("deermem_middleware.deerflow.manager", None)
-    package = sys.modules.get("deermem_middleware.deerflow")
-    if package is not None and "manager" in vars(package):
-        delattr(package, "manager")
-
-
-@pytest.fixture
-def contract(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """Our model of DeerFlow's contract module, importable as ``deerflow`` for this test."""
-    _forget_deerflow_modules()
-    monkeypatch.syspath_prepend(str(CONTRACT))
-    yield importlib.import_module("deerflow.agents.memory.manager")
-    _forget_deerflow_modules()
 
 
 Build = Callable[..., Any]
