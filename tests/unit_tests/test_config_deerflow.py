@@ -802,3 +802,22 @@ def test_the_engine_builds_a_use_class_path_model(tmp_path: Path) -> None:
     model = build_chat_model(config.model)
     assert isinstance(model, RecordingChatModel)
     assert model.model == "big-model"
+
+
+def test_with_noop_our_settings_are_the_flat_keys(tmp_path: Path) -> None:
+    """The two-line middleware setup: DeerFlow's memory is ``noop``; ours reads the flat keys,
+    and ``noop``'s ``backend_config`` is not ours."""
+    path = write(
+        tmp_path / "config.yaml",
+        """
+        memory:
+          manager_class: noop
+          debounce_seconds: 7
+          max_injection_tokens: 1500
+          backend_config:
+            max_facts: 33
+        """,
+    )
+    config = load_memory_config(path)
+    assert (config.debounce_seconds, config.max_injection_tokens) == (7, 1500)
+    assert config.max_facts == MemoryConfig().max_facts
