@@ -15,7 +15,7 @@ import pytest
 
 from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable
 
-SAFETY = 10.0  # seconds: only ever a safety net against hangs
+from .conftest import SAFETY
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = SAFETY) -> bool:
@@ -202,21 +202,9 @@ class Recorder:
         with self.lock:
             return [p for k, p in self.calls if k == key]
 
-
-@pytest.fixture
-def make_scheduler() -> Iterator[Callable[..., DebounceScheduler[Any, Any]]]:
-    """Build schedulers that are always closed at the end of the test."""
-    made: list[DebounceScheduler[Any, Any]] = []
-
-    def make(handler: Callable[[Any, Any], None], **kwargs: Any) -> DebounceScheduler[Any, Any]:
-        kwargs.setdefault("flush_on_exit_seconds", None)
-        scheduler: DebounceScheduler[Any, Any] = DebounceScheduler(handler, **kwargs)
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.close(timeout=SAFETY)
+    def keys(self) -> list[Any]:
+        with self.lock:
+            return [k for k, _ in self.calls]
 
 
 def test_burst_runs_once_with_last_payload(make_scheduler: Any) -> None:

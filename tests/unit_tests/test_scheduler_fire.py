@@ -8,19 +8,18 @@ generous timeouts; no test asserts how long anything took.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware.runtime import MemoryService
-from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable, RetryLater
+from deermem_middleware.runtime.scheduler import DebounceTable, RetryLater
 from deermem_middleware.testing import MarkerChatModel, marker_of
 
 from ..helpers import memory_config
-from .test_scheduler import SAFETY, wait_until
+from .conftest import SAFETY
+from .test_scheduler import Recorder, wait_until
 
 # ------------------------------------------------------------------------------------------------
 # DebounceTable (pure, explicit clock)
@@ -76,35 +75,6 @@ def test_table_fired_busy_key_waits_for_reschedule() -> None:
 # ------------------------------------------------------------------------------------------------
 # DebounceScheduler (threads)
 # ------------------------------------------------------------------------------------------------
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, Any]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, key: Any, payload: Any) -> None:
-        with self.lock:
-            self.calls.append((key, payload))
-
-    def keys(self) -> list[Any]:
-        with self.lock:
-            return [k for k, _ in self.calls]
-
-
-@pytest.fixture
-def make_scheduler() -> Iterator[Callable[..., DebounceScheduler[Any, Any]]]:
-    made: list[DebounceScheduler[Any, Any]] = []
-
-    def make(handler: Callable[[Any, Any], None], **kwargs: Any) -> DebounceScheduler[Any, Any]:
-        kwargs.setdefault("flush_on_exit_seconds", None)
-        scheduler: DebounceScheduler[Any, Any] = DebounceScheduler(handler, **kwargs)
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.close(timeout=SAFETY)
 
 
 def test_fire_runs_only_that_key_now(make_scheduler: Any) -> None:
