@@ -9,8 +9,7 @@ of 5,009 characters), and the next update then silently trimmed what the import 
 can tell the person who imported.
 
 Reading such a document leniently before that, one fact at a time (DeerFlow's files, our older
-ones), is :mod:`~deermem_middleware.memory.repair`; its names are still importable from here,
-where they were first defined.
+ones), is :mod:`~deermem_middleware.memory.repair`.
 """
 
 from __future__ import annotations
@@ -28,34 +27,9 @@ from deermem_middleware.memory.document import (
     Memory,
 )
 from deermem_middleware.memory.facts import trim_facts
-from deermem_middleware.memory.repair import (
-    DEFAULT_CONFIDENCE,
-    DROPPED_FACTS_KEY,
-    Repair,
-    RepairReport,
-    derived_fact_id,
-    legacy_source,
-    repair_document,
-    structured_source,
-)
-from deermem_middleware.memory.repair import RESERVED_TOP_LEVEL as RESERVED_TOP_LEVEL
 from deermem_middleware.memory.watermark import MAX_WATERMARKS, newest_watermarks
 
-__all__ = [
-    "DEFAULT_CONFIDENCE",
-    "DROPPED_FACTS_KEY",
-    "MAX_CATEGORY_CHARS",
-    "CapReport",
-    "Repair",
-    "RepairReport",
-    "cap_document",
-    "cap_text",
-    "derived_fact_id",
-    "invalid_text",
-    "legacy_source",
-    "repair_document",
-    "structured_source",
-]
+__all__ = ["MAX_CATEGORY_CHARS", "CapReport", "cap_document", "cap_text", "invalid_text"]
 
 MAX_CATEGORY_CHARS: Final = 40
 """Categories are short words (DeerFlow's own include ``workflow`` and ``project``)."""

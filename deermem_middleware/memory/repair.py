@@ -22,13 +22,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from pydantic import ValidationError
+
 from deermem_middleware.memory.document import (
+    HISTORY_FIELDS,
     USER_FIELDS,
+    DocumentFormatError,
     Fact,
     Memory,
+    Watermark,
     coerce_confidence,
     is_invisible,
 )
+from deermem_middleware.memory.facts import normalize_fact_text
+from deermem_middleware.memory.interchange import invalid_text
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -177,11 +184,6 @@ class _FactReader:
         self.dropped.append({"index": index, "reason": reason, "fact": raw})
 
     def read(self, index: int, label: str, raw: Any) -> Fact | None:
-        from pydantic import ValidationError
-
-        from deermem_middleware.memory.facts import normalize_fact_text
-        from deermem_middleware.memory.interchange import invalid_text  # it re-exports this module
-
         if not isinstance(raw, Mapping):
             self.drop(index, label, f"not an object ({type(raw).__name__})", raw)
             return None
@@ -354,10 +356,6 @@ def repair_document(
     :class:`~deermem_middleware.memory.document.DocumentFormatError` only when ``data`` is not an
     object.
     """
-    from pydantic import ValidationError
-
-    from deermem_middleware.memory.document import HISTORY_FIELDS, DocumentFormatError, Watermark
-
     if not isinstance(data, Mapping):
         raise DocumentFormatError(
             f"the top level is a JSON {type(data).__name__}, expected an object"

@@ -241,7 +241,7 @@ class JSONFileStorage(MemoryStorage):
         would accept (no id, a ``null`` confidence, facts as an id map) is repaired, one that
         cannot be read is set aside under ``droppedFacts`` in the document (kept on the next
         save: nothing stored is lost); a WARNING names the file and each fact."""
-        from deermem_middleware.memory.interchange import repair_document
+        from deermem_middleware.memory.repair import repair_document
 
         try:
             memory, report = repair_document(data, where=str(path), keep_dropped=True)

@@ -1,6 +1,9 @@
-"""Documents and scopes the conformance tests store."""
+"""Documents and scopes the conformance tests store, and the concurrent writers they run."""
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
 
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import (
@@ -11,7 +14,7 @@ from deermem_middleware.memory.document import (
     UserContext,
     Watermark,
 )
-from deermem_middleware.storage import MemoryScope
+from deermem_middleware.storage import MemoryScope, MemoryStorage, RevisionConflict
 
 SCOPE = MemoryScope("alice", "coder")
 OTHER = MemoryScope("bob", "coder")
@@ -69,3 +72,33 @@ ODD_IDS = [  # ids that must neither escape a folder nor collide
     "con",
     "x.json",
 ]
+
+
+def add_fact_with_retry(storage: MemoryStorage, scope: MemoryScope, new: Fact) -> None:
+    """One load/apply/save cycle appending ``new``, retried on a lost compare-and-set."""
+    while True:
+        stored = storage.load(scope)
+        document = stored.memory.model_copy(update={"facts": (*stored.memory.facts, new)})
+        try:
+            storage.save(scope, document, stored.revision)
+            return
+        except RevisionConflict:
+            continue
+
+
+def in_threads(work: Callable[[int], None], threads: int = 8) -> None:
+    """Run ``work(worker)`` on ``threads`` threads at once; any exception fails the test."""
+    errors: list[BaseException] = []
+
+    def run(worker: int) -> None:
+        try:
+            work(worker)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    started = [threading.Thread(target=run, args=(w,)) for w in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    assert errors == []

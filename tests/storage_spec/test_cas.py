@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +10,15 @@ import pytest
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage import MemoryScope, MemoryStorage, RevisionConflict, StoreStorage
 
-from .samples import SCOPE, contents, fact, memory, rich_memory
+from .samples import (
+    SCOPE,
+    add_fact_with_retry,
+    contents,
+    fact,
+    in_threads,
+    memory,
+    rich_memory,
+)
 
 
 def test_backends_satisfy_the_protocol(storage: MemoryStorage) -> None:
@@ -61,39 +68,16 @@ def test_stale_revision_conflicts_and_writes_nothing(storage: MemoryStorage) -> 
     assert contents(stored.memory) == ["v2"]
 
 
-def _in_threads(work: Callable[[int], None], threads: int = 8) -> None:
-    errors: list[BaseException] = []
-
-    def run(worker: int) -> None:
-        try:
-            work(worker)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    started = [threading.Thread(target=run, args=(w,)) for w in range(threads)]
-    for thread in started:
-        thread.start()
-    for thread in started:
-        thread.join()
-    assert errors == []
-
-
 def test_concurrent_writers_lose_nothing(storage: MemoryStorage) -> None:
     """8 threads x 25 load/apply/save cycles, retrying on conflict: all 200 facts survive."""
 
     def writer(worker: int) -> None:
         for n in range(25):
-            while True:
-                stored = storage.load(SCOPE)
-                new = fact(worker * 1000 + n, f"thread {worker} cycle {n}")
-                document = stored.memory.model_copy(update={"facts": (*stored.memory.facts, new)})
-                try:
-                    storage.save(SCOPE, document, stored.revision)
-                    break
-                except RevisionConflict:
-                    continue
+            add_fact_with_retry(
+                storage, SCOPE, fact(worker * 1000 + n, f"thread {worker} cycle {n}")
+            )
 
-    _in_threads(writer)
+    in_threads(writer)
     final = storage.load(SCOPE)
     assert len(final.memory.facts) == 200
     assert len({f.id for f in final.memory.facts}) == 200
@@ -200,7 +184,7 @@ def test_concurrent_updates_lose_nothing(storage: MemoryStorage) -> None:
         for n in range(10):
             storage.update(SCOPE, _append(w * 100 + n))
 
-    _in_threads(worker)
+    in_threads(worker)
     final = storage.load(SCOPE)
     assert len({f.id for f in final.memory.facts}) == 80
     assert final.revision == 80

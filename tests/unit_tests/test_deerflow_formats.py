@@ -29,7 +29,7 @@ from deermem_middleware.deerflow.formats import (
     v2_manifest,
 )
 from deermem_middleware.memory.document import DocumentFormatError, Fact, Memory
-from deermem_middleware.memory.interchange import RepairReport
+from deermem_middleware.memory.repair import RepairReport
 from tests.deerflow_files import pinned
 from tests.deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from pathlib import Path
 
 import pytest
 
-from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage import (
     CorruptedMemoryError,
     InMemoryStorage,
@@ -20,53 +19,20 @@ from deermem_middleware.storage import (
     MemoryStorage,
     RevisionConflict,
 )
-from tests.storage_spec.samples import ODD_IDS
+from tests.storage_spec.samples import ODD_IDS, add_fact_with_retry, fact, in_threads, memory
 
 SCOPE = MemoryScope("alice", "researcher")
 
 
-def _fact(i: int, content: str | None = None) -> Fact:
-    return Fact(
-        id=f"fact_{i:016x}",
-        content=content or f"fact number {i}",
-        category="knowledge",
-        confidence=0.8,
-        createdAt="2026-01-01T00:00:00Z",
-    )
-
-
-def _memory(*contents: str) -> Memory:
-    return Memory(facts=tuple(_fact(i, c) for i, c in enumerate(contents)))
-
-
-def _add_fact_with_retry(storage: MemoryStorage, scope: MemoryScope, new: Fact) -> None:
-    while True:
-        stored = storage.load(scope)
-        memory = stored.memory.model_copy(update={"facts": (*stored.memory.facts, new)})
-        try:
-            storage.save(scope, memory, stored.revision)
-            return
-        except RevisionConflict:
-            continue
-
-
 def _hammer(storages: list[MemoryStorage], threads: int = 8, cycles: int = 25) -> None:
-    errors: list[BaseException] = []
+    """Each thread alternates between ``storages`` while appending its facts."""
 
     def worker(t: int) -> None:
-        try:
-            for c in range(cycles):
-                store = storages[(t + c) % len(storages)]
-                _add_fact_with_retry(store, SCOPE, _fact(t * 1000 + c, f"thread {t} cycle {c}"))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+        for c in range(cycles):
+            store = storages[(t + c) % len(storages)]
+            add_fact_with_retry(store, SCOPE, fact(t * 1000 + c, f"thread {t} cycle {c}"))
 
-    workers = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    in_threads(worker, threads)
 
 
 # -- JSON-file specifics -----------------------------------------------------------------------
@@ -84,7 +50,7 @@ def test_odd_ids_stay_inside_the_root(files: JSONFileStorage, tmp_path: Path) ->
             path = files.path_for(scope).resolve()
             assert path.is_relative_to(root), (scope, path)
             assert path.parent.parent == root / "users"
-            files.save(scope, _memory("x"), 0)
+            files.save(scope, memory("x"), 0)
     escaped = [p for p in tmp_path.rglob("*") if not p.resolve().is_relative_to(root)]
     assert escaped == []
 
@@ -120,7 +86,7 @@ def test_corrupted_file_is_quarantined_not_overwritten(
     assert not path.exists()
     message = next(r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
     assert str(asides[0]) in message and "empty memory" in message
-    assert files.save(SCOPE, _memory("fresh start"), 0) == 1
+    assert files.save(SCOPE, memory("fresh start"), 0) == 1
     assert files.load(SCOPE).memory.facts[0].content == "fresh start"
     assert files.list_scopes() == [SCOPE]  # the quarantined copy is not a document
 
@@ -136,15 +102,15 @@ def test_corrupted_file_raises_and_is_never_overwritten(tmp_path: Path, raw: byt
     assert str(path) in str(info.value)
     for expected in (0, 1, 3):
         with pytest.raises(CorruptedMemoryError):
-            files.save(SCOPE, _memory("would overwrite"), expected)
+            files.save(SCOPE, memory("would overwrite"), expected)
     assert path.read_bytes() == raw
 
 
 def test_no_temp_files_left_after_saves(files: JSONFileStorage) -> None:
     for revision in range(20):
-        files.save(SCOPE, _memory(f"v{revision}"), revision)
+        files.save(SCOPE, memory(f"v{revision}"), revision)
     with pytest.raises(RevisionConflict):
-        files.save(SCOPE, _memory("stale"), 0)
+        files.save(SCOPE, memory("stale"), 0)
     leftovers = [p.name for p in files.root.rglob("*") if p.is_file() and p.suffix == ".tmp"]
     assert leftovers == []
     documents = list(files.root.rglob("*.json"))
@@ -152,7 +118,7 @@ def test_no_temp_files_left_after_saves(files: JSONFileStorage) -> None:
 
 
 def test_saved_file_is_plain_json_with_revision(files: JSONFileStorage) -> None:
-    files.save(SCOPE, _memory("用户喜欢喝茶"), 0)
+    files.save(SCOPE, memory("用户喜欢喝茶"), 0)
     data = json.loads(files.path_for(SCOPE).read_text(encoding="utf-8"))
     assert data["revision"] == 1
     assert data["facts"][0]["content"] == "用户喜欢喝茶"
@@ -190,7 +156,7 @@ def test_deerflow_file_without_revision_loads_at_zero(files: JSONFileStorage) ->
 
 
 def test_read_cache_returns_same_object_until_file_changes(files: JSONFileStorage) -> None:
-    files.save(SCOPE, _memory("v1"), 0)
+    files.save(SCOPE, memory("v1"), 0)
     first = files.load(SCOPE)
     assert files.load(SCOPE) is first
     assert files.load(SCOPE).memory is first.memory
@@ -206,10 +172,10 @@ def test_read_cache_returns_same_object_until_file_changes(files: JSONFileStorag
 
 
 def test_cache_notices_external_atomic_replace(files: JSONFileStorage, tmp_path: Path) -> None:
-    files.save(SCOPE, _memory("v1"), 0)
+    files.save(SCOPE, memory("v1"), 0)
     files.load(SCOPE)
     other = JSONFileStorage(tmp_path / "store")
-    other.save(SCOPE, _memory("v2"), 1)
+    other.save(SCOPE, memory("v2"), 1)
     stored = files.load(SCOPE)
     assert stored.revision == 2
     assert [f.content for f in stored.memory.facts] == ["v2"]
@@ -218,13 +184,13 @@ def test_cache_notices_external_atomic_replace(files: JSONFileStorage, tmp_path:
 def test_two_instances_share_revisions_and_conflict(tmp_path: Path) -> None:
     a = JSONFileStorage(tmp_path / "store")
     b = JSONFileStorage(tmp_path / "store")
-    assert a.save(SCOPE, _memory("from a"), 0) == 1
+    assert a.save(SCOPE, memory("from a"), 0) == 1
     seen = b.load(SCOPE)
     assert seen.revision == 1
     assert [f.content for f in seen.memory.facts] == ["from a"]
-    assert b.save(SCOPE, _memory("from a", "from b"), 1) == 2
+    assert b.save(SCOPE, memory("from a", "from b"), 1) == 2
     with pytest.raises(RevisionConflict):
-        a.save(SCOPE, _memory("lost update"), 1)
+        a.save(SCOPE, memory("lost update"), 1)
     assert [f.content for f in a.load(SCOPE).memory.facts] == ["from a", "from b"]
     assert b.list_scopes() == a.list_scopes() == [SCOPE]
     assert b.delete(SCOPE)
