@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import json
 import textwrap
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -29,10 +29,6 @@ EXIT_USAGE: Final = 2
 
 EXIT_DECLINED: Final = 1
 """Exit status when the person answers no to a confirmation prompt: nothing was changed."""
-
-
-CAS_ATTEMPTS: Final = 5
-"""Compare-and-set tries before giving up: a running agent may save between our load and save."""
 
 
 class UsageError(Exception):
@@ -149,22 +145,6 @@ def _now() -> str:
     from deermem_middleware.memory.document import utc_now_iso
 
     return utc_now_iso()
-
-
-def _compare_and_set(
-    storage: MemoryStorage, scope: MemoryScope, change: Callable[[Memory], Memory]
-) -> tuple[Memory, Memory, int]:
-    """``change`` applied with the storage's own compare-and-set loop (the one the updater
-    uses): on a conflict with an agent saving at the same moment, reload and change again.
-
-    ``change`` may raise :class:`UsageError` (an unknown id): nothing is written then; returning
-    the document itself writes nothing. Returns (before, after, new revision).
-    """
-    from deermem_middleware.memory.manual import ChangeRecord
-
-    record = ChangeRecord(change)
-    revision = storage.update(scope, record, max_conflicts=CAS_ATTEMPTS)
-    return record.before, record.after, revision
 
 
 def _find_fact(memory: Memory, fact_id: str, scope: MemoryScope) -> Fact:

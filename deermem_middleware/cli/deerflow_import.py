@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from deermem_middleware.memory.interchange import CapReport
     from deermem_middleware.runtime.service import MemoryService
 
-from deermem_middleware.cli.common import UsageError, _compare_and_set, _now, _opened
+from deermem_middleware.cli.common import UsageError, _now, _opened
 from deermem_middleware.cli.inspect import _storage_guard
 from deermem_middleware.cli.interchange import (
     _capped_note,
@@ -120,8 +120,7 @@ def _import_scope(
         merge.added = [i for i in merge.added if i not in dropped]
         return result
 
-    _, _, revision = _compare_and_set(middleware.storage, scope, change)
-    middleware.selector.forget(scope)
+    _, _, revision = middleware.change(scope, change)
     return _ScopeReceipt(user, agent, revision, merge, capped, pieces)
 
 

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
 from deermem_middleware.cli.common import (
     UsageError,
     _checked_text,
-    _compare_and_set,
     _no_fact,
     _now,
     _opened,
@@ -21,18 +20,6 @@ from deermem_middleware.cli.common import (
 )
 
 __all__: list[str] = []  # private: the command is the interface
-
-
-def _forget_cached(
-    middleware: MemoryService, scope: MemoryScope, before: Memory, after: Memory
-) -> None:
-    """After a change by hand: drop the embeddings of texts gone and the document's index."""
-    from deermem_middleware.memory.manual import gone_contents
-
-    gone = gone_contents(before, after)
-    if middleware.selector.embeddings is not None and gone:
-        middleware.selector.embeddings.forget(gone)
-    middleware.selector.forget(scope)
 
 
 def _fact_add(args: argparse.Namespace) -> int:
@@ -57,13 +44,12 @@ def _fact_add(args: argparse.Namespace) -> int:
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
         try:
-            before, after, revision = _compare_and_set(middleware.storage, scope, change)
+            _, _, revision = middleware.change(scope, change)
         except DuplicateFactError as exc:
             raise UsageError(
                 f"an equal fact exists: {exc.fact.id} ({exc.fact.content!r}); use `deermem fact "
                 "edit` to change it"
             ) from None
-        _forget_cached(middleware, scope, before, after)
     print(f"added {fact_id} to the memory of {_who(scope)} (revision {revision}): {text}")
     return 0
 
@@ -93,11 +79,10 @@ def _fact_edit(args: argparse.Namespace) -> int:
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
         try:
-            before, after, revision = _compare_and_set(middleware.storage, scope, change)
+            before, after, revision = middleware.change(scope, change)
         except UnknownFactError:
             raise UsageError(_no_fact(args.id, scope)) from None
         old, new = find_fact(before, args.id), find_fact(after, args.id)
-        _forget_cached(middleware, scope, before, after)
     print(f"edited {args.id} in the memory of {_who(scope)} (revision {revision}):")
     for name in ("content", "category", "confidence", "eventAt", "validUntil"):
         was, now = getattr(old, name), getattr(new, name)
@@ -110,12 +95,12 @@ def _remove_fact(middleware: MemoryService, scope: MemoryScope, fact_id: str) ->
     from deermem_middleware.memory.manual import UnknownFactError, find_fact, remove_fact
 
     try:
-        before, after, revision = _compare_and_set(
-            middleware.storage, scope, lambda memory: remove_fact(memory, fact_id, now=_now())
+        before, _, revision = middleware.change(
+            scope,
+            lambda memory: remove_fact(memory, fact_id, now=_now()),
         )
     except UnknownFactError:
         raise UsageError(_no_fact(fact_id, scope)) from None
-    _forget_cached(middleware, scope, before, after)
     return find_fact(before, fact_id), revision
 
 

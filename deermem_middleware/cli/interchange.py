@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from deermem_middleware.memory.interchange import CapReport
     from deermem_middleware.memory.repair import RepairReport
 
-from deermem_middleware.cli.common import UsageError, _compare_and_set, _dump, _now, _opened, _who
+from deermem_middleware.cli.common import UsageError, _dump, _now, _opened, _who
 from deermem_middleware.cli.inspect import _storage_guard
 
 __all__: list[str] = []  # private: the command is the interface
@@ -368,12 +368,7 @@ def _import_file(args: argparse.Namespace) -> int:
             report.added = [i for i in report.added if i not in dropped]
             return result
 
-        before, _, revision = _compare_and_set(middleware.storage, scope, change)
-        embeddings = middleware.selector.embeddings
-        if args.replace and embeddings is not None:
-            kept = {f.content for f in incoming.facts}
-            embeddings.forget([f.content for f in before.facts if f.content not in kept])
-        middleware.selector.forget(scope)
+        before, _, revision = middleware.change(scope, change)
     repaired = _repaired_note(read.report)
     if args.replace:
         print(

@@ -88,8 +88,6 @@ MemoryCorruptionError: type[RuntimeError] = getattr(
 """DeerFlow's error for stored memory that cannot be read safely (gateway: 500)."""
 
 
-MAX_WRITE_CONFLICTS: Final = 5
-"""Lost compare-and-set races before a manual write gives up with ``MemoryConflictError``."""
 EVERY_FACT: Final = 10**9
 """``top_k`` that ranks every fact (a category-filtered search cuts after filtering)."""
 CLOSE_SECONDS: Final = 2.0
@@ -170,16 +168,9 @@ class DeermemMemoryManager(MemoryManager):
 
     def _write(self, scope: MemoryScope, change: Callable[[Memory], Memory]) -> dict[str, Any]:
         """``change`` under the storage's compare-and-set loop; the document it stored."""
-        service = self.service
-        record = manual.ChangeRecord(change)
         with self._storage_errors(), gateway.fact_errors():
-            revision = service.storage.update(scope, record, max_conflicts=MAX_WRITE_CONFLICTS)
-        gone = manual.gone_contents(record.before, record.after)
-        embeddings = service.selector.embeddings
-        if embeddings is not None and gone:
-            embeddings.forget(gone)
-        service.selector.forget(scope)
-        return gateway.document(record.after, revision)
+            _, after, revision = self.service.change(scope, change)
+        return gateway.document(after, revision)
 
     # -- tier 1 -----------------------------------------------------------------------------------
 

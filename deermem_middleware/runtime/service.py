@@ -36,6 +36,7 @@ from deermem_middleware.injection.recall import Recall
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.conversation import filter_messages, has_enough_for_update
 from deermem_middleware.memory.document import Memory
+from deermem_middleware.memory.manual import ChangeRecord, gone_contents
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
 from deermem_middleware.retrieval.selector import (
     FactSelector,
@@ -61,6 +62,9 @@ from deermem_middleware.storage.journal import PendingJournal, job_token
 __all__ = ["MemoryService"]
 
 logger = logging.getLogger(__name__)
+
+CHANGE_CONFLICTS = 5
+"""Lost compare-and-set races before a change by hand (:meth:`MemoryService.change`) gives up."""
 
 SchedulerKey = tuple[MemoryScope, str]
 UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
@@ -325,6 +329,23 @@ class MemoryService:
     def get_memory(self, user_id: str = "default", agent_name: str | None = None) -> Memory:
         """The stored memory document of a user (and agent; default: this middleware's)."""
         return self.storage.load(self.scope(user_id, agent_name)).memory
+
+    def change(
+        self, scope: MemoryScope, change: Callable[[Memory], Memory]
+    ) -> tuple[Memory, Memory, int]:
+        """A change by hand (a person's edit, an import) under the storage's compare-and-set
+        loop — a running agent may save between its load and save: the change is applied again
+        to the newer document, :data:`CHANGE_CONFLICTS` times at most before
+        ``RevisionConflict`` — then the caches drop what is gone: the vectors of texts no fact
+        has any more and the document's index. Returns (before, after, revision); ``change``
+        may raise to write nothing, and returning the document itself writes nothing."""
+        record = ChangeRecord(change)
+        revision = self.storage.update(scope, record, max_conflicts=CHANGE_CONFLICTS)
+        gone = gone_contents(record.before, record.after)
+        if gone and self.selector.embeddings is not None:
+            self.selector.embeddings.forget(gone)
+        self.selector.forget(scope)
+        return record.before, record.after, revision
 
     def forget_user(
         self,

@@ -125,3 +125,26 @@ def test_an_engine_closed_directly_is_replaced_on_the_next_acquire(tmp_path: Pat
     assert second is not first and not second.closed
     assert second.users == 1 and first.users == 0
     assert second.release() and second.closed
+
+
+def test_a_change_by_hand_drops_the_vectors_of_texts_gone(tmp_path: Path) -> None:
+    """``MemoryService.change`` (the CLI's and the DeerFlow backend's writes): compare-and-set,
+    then the vectors of texts no fact has any more leave the embedding cache; a text another
+    fact still has keeps its vector."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from deermem_middleware.memory import manual
+
+    service = MemoryService(memory_config(tmp_path), embeddings=DeterministicFakeEmbedding(size=8))
+    scope = service.scope("alice")
+    now = "2026-12-01T00:00:00Z"
+    service.change(scope, lambda m: manual.add_fact(m, "Writes Go", fact_id="f1", now=now))
+    service.change(scope, lambda m: manual.add_fact(m, "Keeps bees", fact_id="f2", now=now))
+    store = service.selector.embeddings
+    assert store is not None
+    store.embed(["Writes Go", "Keeps bees"])
+    assert store.missing(["Writes Go", "Keeps bees"]) == []
+    before, after, revision = service.change(scope, lambda m: manual.remove_fact(m, "f1", now=now))
+    assert revision == 3 and len(before.facts) == 2 and len(after.facts) == 1
+    assert store.missing(["Writes Go", "Keeps bees"]) == ["Writes Go"]
+    service.close()
