@@ -377,15 +377,16 @@ class DeermemMemoryManager(MemoryManager):
         """Add a fact by hand (``manual``: extraction never changes or removes it; its
         ``source`` reads ``"manual"``). ValueError ``"content"`` (blank or too long),
         ``"confidence"`` or ``"Duplicate fact"``."""
-        with gateway.fact_errors():
-            text = manual.checked_text(content)
-            number = manual.checked_confidence(confidence)
-        kind = manual.checked_category(category)
         fact_id = new_fact_id()
 
-        def add(memory: Memory) -> Memory:
+        def add(memory: Memory) -> Memory:  # checks the text, category and confidence itself
             return manual.add_fact(
-                memory, text, fact_id=fact_id, now=utc_now_iso(), category=kind, confidence=number
+                memory,
+                content,
+                fact_id=fact_id,
+                now=utc_now_iso(),
+                category=category,
+                confidence=confidence,
             )
 
         return self._write(self._scope(user_id, agent_name), add), fact_id
