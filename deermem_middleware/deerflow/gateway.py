@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from deermem_middleware.deerflow.formats import from_deerflow, to_deerflow
 from deermem_middleware.injection.render import MEMORY_CLOSE, MEMORY_OPEN
 from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
@@ -33,8 +34,6 @@ logger = logging.getLogger(__name__)
 def document(memory: Memory, revision: int) -> dict[str, Any]:
     """DeerFlow's v1.0 document (active facts; ``lastUpdated`` always a time) plus our
     ``revision``."""
-    from deermem_middleware.deerflow.formats import to_deerflow
-
     data = to_deerflow(memory)
     data["revision"] = revision
     return data
@@ -96,8 +95,6 @@ def imported(memory_data: Mapping[str, Any], *, max_facts: int, now: str) -> Mem
     """A DeerFlow document read leniently, fact by fact, and capped like extracted memory
     (what was repaired or cut is logged as WARNINGs); to replace a document with, keeping its
     threads' progress (:func:`replacing`)."""
-    from deermem_middleware.deerflow.formats import from_deerflow
-
     incoming, report = from_deerflow(memory_data, where="imported memory", now=now)
     for line in report.lines():
         logger.warning("memory import: %s", line)

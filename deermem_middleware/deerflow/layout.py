@@ -39,7 +39,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from deermem_middleware.deerflow.formats import V2_VERSION, fact_from_markdown, from_deerflow
 from deermem_middleware.memory.document import (
@@ -50,16 +50,12 @@ from deermem_middleware.memory.document import (
 )
 from deermem_middleware.memory.repair import Repair, RepairReport
 
-if TYPE_CHECKING:
-    from deermem_middleware.deerflow.v2_writer import V2Written, valid_v2_name, write_v2
-
 __all__ = [
     "BACKUP_SUFFIX",
     "DEFAULT_AGENT",
     "DEFAULT_USER",
     "FolderRead",
     "Piece",
-    "V2Written",
     "facts_agent",
     "is_deerflow_folder",
     "markdown_beside",
@@ -68,8 +64,6 @@ __all__ = [
     "read_memory_file",
     "resolve_fact_references",
     "scope_locations",
-    "valid_v2_name",
-    "write_v2",
 ]
 
 logger = logging.getLogger(__name__)
@@ -82,19 +76,6 @@ PREVIOUS_DEFAULT_AGENT: Final = "lead-agent"
 """HEAD's earlier default bucket (a folder without ``config.yaml``), migrated to the default."""
 BACKUP_SUFFIX: Final = ".v1.bak"
 MEMORY_FILE: Final = "memory.json"
-
-_V2_WRITER: Final = frozenset({"V2Written", "valid_v2_name", "write_v2"})
-
-
-def __getattr__(name: str) -> Any:
-    # the v2 writer's names, from where they were first defined: imported on first use, as
-    # v2_writer imports this module's constants
-    if name in _V2_WRITER:
-        from deermem_middleware.deerflow import v2_writer
-
-        return getattr(v2_writer, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 Kind = Literal["v1", "v2 summaries", "markdown"]
 
