@@ -16,7 +16,7 @@ from typing import Any, Final
 from langchain_core.messages import BaseMessage
 
 from deermem_middleware.memory.conversation import message_text
-from deermem_middleware.runtime.ids import current_config
+from deermem_middleware.runtime.ids import context_value, current_config
 from deermem_middleware.storage.base import DEFAULT_USER
 
 __all__ = [
@@ -62,28 +62,22 @@ def user_text(message: Any) -> str | None:
     return None
 
 
-def _lookup(source: Any, key: str) -> Any:
-    if isinstance(source, Mapping):
-        return source.get(key)
-    return getattr(source, key, None) if source is not None else None
-
-
 def turn_identity(kwargs: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
     """(user, agent, thread) named by ``on_turn_start``'s keywords: the keyword itself, else
     ``context`` / ``runtime.context``, else ``config["configurable"]``, else (thread only) the
     running LangGraph node's config."""
     runtime = kwargs.get("runtime")
-    contexts = (kwargs.get("context"), _lookup(runtime, "context"))
+    contexts = (kwargs.get("context"), context_value(runtime, "context"))
     config = kwargs.get("config")
-    configurable = _lookup(config, "configurable") if config is not None else None
+    configurable = context_value(config, "configurable") if config is not None else None
     found: list[str | None] = []
     for key in ("user_id", "agent_name", "thread_id"):
         value = kwargs.get(key)
         for source in (*contexts, configurable):
             if value is None:
-                value = _lookup(source, key)
+                value = context_value(source, key)
         if value is None and key == "thread_id":
-            value = _lookup(current_config().get("configurable"), key)
+            value = context_value(current_config().get("configurable"), key)
         found.append(str(value) if value is not None and str(value).strip() else None)
     return found[0], found[1], found[2]
 

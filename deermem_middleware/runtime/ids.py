@@ -35,6 +35,7 @@ from deermem_middleware.storage.base import DEFAULT_USER
 __all__ = [
     "DELEGATION_MARKERS",
     "capture_key",
+    "context_value",
     "conversation_key",
     "current_config",
     "is_delegated_run",
@@ -55,7 +56,8 @@ def current_config() -> Mapping[str, Any]:
         return {}
 
 
-def _from_context(context: Any, key: str) -> Any:
+def context_value(context: Any, key: str) -> Any:
+    """``key`` of a run's context: a mapping's item or an object's attribute; None if absent."""
     if context is None:
         return None
     if isinstance(context, Mapping):
@@ -92,7 +94,7 @@ def _auth_identity(user: Any) -> str | None:
 
 def resolve_user_id(runtime: Any = None, config: Mapping[str, Any] | None = None) -> str:
     """The user of this run (see the module docstring for the order), else ``"default"``."""
-    value = _text(_from_context(getattr(runtime, "context", None), "user_id"))
+    value = _text(context_value(getattr(runtime, "context", None), "user_id"))
     if value is None:
         configurable = _configurable(config)
         value = (
@@ -105,7 +107,7 @@ def resolve_user_id(runtime: Any = None, config: Mapping[str, Any] | None = None
 
 def resolve_agent_name(runtime: Any = None, config: Mapping[str, Any] | None = None) -> str | None:
     """The agent this run names (context, then configurable ``agent_name``), or None."""
-    value = _text(_from_context(getattr(runtime, "context", None), "agent_name"))
+    value = _text(context_value(getattr(runtime, "context", None), "agent_name"))
     if value is None:
         value = _text(_configurable(config).get("agent_name"))
     return value
@@ -139,7 +141,7 @@ def is_delegated_run(runtime: Any = None, config: Mapping[str, Any] | None = Non
             return True
     context = getattr(runtime, "context", None)
     return any(
-        bool(_from_context(context, key)) or bool(configurable.get(key)) or bool(metadata.get(key))
+        bool(context_value(context, key)) or bool(configurable.get(key)) or bool(metadata.get(key))
         for key in DELEGATION_MARKERS
     )
 
