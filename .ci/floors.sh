@@ -42,7 +42,13 @@ import tomllib
 
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
-runtime = project["dependencies"] + extras["postgres"] + extras["sqlite"] + extras["embeddings"]
+runtime = (
+    project["dependencies"]
+    + extras["postgres"]
+    + extras["sqlite"]
+    + extras["embeddings"]
+    + extras["console"]
+)
 requirement = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(;.*)?$")
 overrides = dict(pin.split("==") for pin in sys.argv[3:])
 pins = []
@@ -60,7 +66,7 @@ if overrides:
 test_tools = {"pytest", "pytest-asyncio", "hypothesis"}
 tools = [spec for spec in extras["dev"] if requirement.match(spec)[1] in test_tools]
 open(sys.argv[1], "w").write("\n".join(pins) + "\n")
-open(sys.argv[2], "w").write("\n".join(["-e .[embeddings,postgres,sqlite]", *tools]) + "\n")
+open(sys.argv[2], "w").write("\n".join(["-e .[embeddings,postgres,sqlite,console]", *tools]) + "\n")
 EOF
 echo "== constraints =="
 cat "$VENV/floors-constraints.txt"

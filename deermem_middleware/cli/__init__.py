@@ -10,6 +10,7 @@ Every verb that touches memory works on the storage the YAML config names (``--c
     deermem forget --user U | --fact ID        erase a user's memory (or one fact) without a trace
     deermem export / import                    our document or DeerFlow's memory.json
     deermem stats [--json]                     counts, confidences, sizes, pending work
+    deermem console [--operators FILE]         the memory console: web page and REST API
     deermem demo / local-llm install|serve     a real agent end to end; the offline LLM
 
 This module is the one place that talks to a person: it prints, where the library logs. A
@@ -31,6 +32,7 @@ import sys
 from collections.abc import Sequence
 
 from deermem_middleware.cli.common import EXIT_USAGE, UsageError
+from deermem_middleware.cli.console import _console
 from deermem_middleware.cli.facts import _fact_add, _fact_edit, _fact_rm
 from deermem_middleware.cli.forget import _forget
 from deermem_middleware.cli.inspect import _explain, _search, _show
@@ -91,6 +93,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "import": _import,
         "stats": _stats,
         "local-llm": _local,
+        "console": _console,
     }
     return handlers[command](args)
 

