@@ -22,18 +22,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from deermem_middleware.deerflow.layout import FolderRead, Piece
-    from deermem_middleware.memory.document import Memory
+    from deermem_middleware.memory.importing import MergeReport
     from deermem_middleware.memory.interchange import CapReport
     from deermem_middleware.runtime.service import MemoryService
 
 from deermem_middleware.cli.common import UsageError, _now, _opened
 from deermem_middleware.cli.inspect import _storage_guard
-from deermem_middleware.cli.interchange import (
-    _capped_note,
-    _merge_memory,
-    _MergeReport,
-    _print_lines,
-)
+from deermem_middleware.cli.interchange import _capped_note, _print_lines
 
 __all__: list[str] = []  # private: the command is the interface
 
@@ -64,7 +59,7 @@ class _ScopeReceipt:
     user: str
     agent: str
     revision: int
-    merge: _MergeReport
+    merge: MergeReport
     capped: CapReport
     pieces: list[Piece]
 
@@ -97,31 +92,17 @@ def _import_folder(args: argparse.Namespace) -> int:
 def _import_scope(
     middleware: MemoryService, folder: FolderRead, user: str, agent: str, replace: bool
 ) -> _ScopeReceipt:
-    from deermem_middleware.memory.document import Memory
-    from deermem_middleware.memory.interchange import CapReport, cap_document
+    from deermem_middleware.memory.importing import ImportChange
 
     pieces = folder.for_scope(user, agent)
-    scope = middleware.scope(user, agent)
-    merge = _MergeReport()
-    capped = CapReport()
-
-    def change(memory: Memory) -> Memory:
-        nonlocal merge, capped
-        now = _now()
-        merge = _MergeReport()
-        merged = Memory() if replace else memory
-        for piece in pieces:
-            merged, step = _merge_memory(merged, piece.memory, now)
-            merge.absorb(step)
-        if merged is memory:
-            return memory  # nothing new: nothing written
-        result, capped = cap_document(merged, max_facts=middleware.config.max_facts)
-        dropped = set(capped.facts_over_capacity)
-        merge.added = [i for i in merge.added if i not in dropped]
-        return result
-
-    _, _, revision = middleware.change(scope, change)
-    return _ScopeReceipt(user, agent, revision, merge, capped, pieces)
+    change = ImportChange(
+        [p.memory for p in pieces],
+        replace=replace,
+        max_facts=middleware.config.max_facts,
+        clock=_now,
+    )
+    _, _, revision = middleware.change(middleware.scope(user, agent), change)
+    return _ScopeReceipt(user, agent, revision, change.report, change.capped, pieces)
 
 
 def _print_folder_receipt(

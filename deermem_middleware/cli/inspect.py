@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -187,117 +186,26 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_intent(intent: Any) -> str:
-    """What the time route does for this message, in words ("" when the message is not about
-    time)."""
-    parts = []
-    if intent.period is not None:
-        start, end = intent.period
-        last = (end - timedelta(seconds=1)).date().isoformat()
-        parts.append(f"facts dated {start.date().isoformat()} to {last} get up to 1")
-    if intent.current:
-        parts.append("the present: newer facts get more and come before older competitors")
-    if intent.asks_when:
-        parts.append("'when': 0.5 for facts that know their event date")
-    return "; ".join(parts)
-
-
 def _explain(args: argparse.Namespace) -> int:
-    from langchain_core.messages import HumanMessage
-
-    from deermem_middleware.injection.render import fact_line
-    from deermem_middleware.injection.tokens import make_token_counter
-    from deermem_middleware.memory.time import query_time_intent
+    from deermem_middleware.injection.explain import explain_report
 
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
         middleware.warm_up(scope.user_id, scope.agent_name)
-        messages = [HumanMessage(args.message)]
-        rendered = middleware.explain_memory(
-            messages, user_id=scope.user_id, agent_name=scope.agent_name
+        injected = bool(
+            getattr(args, "memory_enabled", True) and middleware.config.injection_enabled
         )
-        config = middleware.config
-        guaranteed = list(rendered.guaranteed)
-        ranked = list(rendered.ranked)  # exactly the picks the block was built from
-        params = middleware.selector.params
-        semantic_on = middleware.selector.semantic
-        intent = query_time_intent(args.message, middleware.selector.clock())
-        active = sum(1 for f in middleware.storage.load(scope).memory.facts if f.status == "active")
-    block = rendered.text
-    count = make_token_counter(config.token_counting)
-    in_block = {p.fact.id for p in rendered.facts} | {g.fact.id for g in guaranteed}
-    rows: list[dict[str, Any]] = []
-    for scored, is_guaranteed in [(g, True) for g in guaranteed] + [(s, False) for s in ranked]:
-        fact = scored.fact
-        line = fact_line(fact, config.show_fact_dates) or ""
-        recency = None
-        if not is_guaranteed and params.recency_weight > 0:
-            recency = scored.recency
-        rows.append(
-            {
-                "id": fact.id,
-                "content": fact.content,
-                "category": fact.category,
-                "confidence": fact.confidence,
-                "confidenceUsed": None if is_guaranteed else scored.confidence,
-                "guaranteed": is_guaranteed,
-                "relevance": None if is_guaranteed else scored.relevance,
-                "lexical": None if is_guaranteed else scored.lexical,
-                "semantic": None if is_guaranteed else scored.semantic,
-                "recency": recency,
-                "time": None if is_guaranteed else scored.time,
-                "placedAfter": None if is_guaranteed else scored.after,
-                "score": None if is_guaranteed else scored.score,
-                "tokens": count(line),
-                "inBlock": fact.id in in_block,
-            }
-        )
-    block_tokens = rendered.tokens
-    formula = (
-        f"score = {params.relevance_weight:.2f} × relevance + "
-        f"{params.confidence_weight:.2f} × confidence"
-    )
-    if params.recency_weight > 0:
-        formula += (
-            f" + {params.recency_weight:.2f} × recency (1 for the newest fact, halving every "
-            f"{params.recency_half_life_days:g} days before it)"
-        )
-    time_route = _describe_intent(intent) if params.time_weight > 0 else ""
-    if time_route:
-        formula += f" + {params.time_weight:.2f} × time"
-    if params.method == "seed":
-        relevance = "relevance = word TF-IDF cosine to the last turns (selection: seed)"
-    elif semantic_on:
-        relevance = (
-            f"relevance = {params.lexical_weight:.2f} × lexical + "
-            f"{1 - params.lexical_weight:.2f} × semantic, each min-max scaled over the facts"
-        )
-    else:
-        relevance = "relevance = lexical (character n-gram TF-IDF; no embedding channel)"
-    injected = bool(getattr(args, "memory_enabled", True) and config.injection_enabled)
+        report = explain_report(middleware, scope, args.message, injection_enabled=injected)
     if args.json:
-        print(
-            _dump(
-                {
-                    "user": scope.user_id,
-                    "agent": scope.agent_name,
-                    "message": args.message,
-                    "injectionEnabled": injected,
-                    "formula": f"{formula}; {relevance}",
-                    "timeRoute": time_route or None,
-                    "activeFacts": active,
-                    "facts": rows,
-                    "blockTokens": block_tokens,
-                    "maxInjectionTokens": config.max_injection_tokens,
-                    "tokenCounting": config.token_counting,
-                    "block": block,
-                }
-            )
-        )
+        print(_dump(report))
         return 0
+    rows: list[dict[str, Any]] = report["facts"]
+    guaranteed = sum(1 for r in rows if r["guaranteed"])
+    relevance = report["relevance"]
+    time_route = report["timeRoute"] or ""
     print(f"{_who(scope)}")
     print(f"message: {args.message!r}")
-    print(formula)
+    print(report["formula"].removesuffix(f"; {relevance}"))
     print(relevance)
     if time_route:
         print(f"time = {time_route}")
@@ -306,9 +214,8 @@ def _explain(args: argparse.Namespace) -> int:
         "was last used, confirmed or injected (the conf column shows the value used)"
     )
     print(
-        f"{len(ranked)} of {active} active fact(s) ranked (top_k {params.top_k})"
-        + (f", {len(guaranteed)} guaranteed" if guaranteed else "")
-        + ":"
+        f"{len(rows) - guaranteed} of {report['activeFacts']} active fact(s) ranked "
+        f"(top_k {report['topK']})" + (f", {guaranteed} guaranteed" if guaranteed else "") + ":"
     )
     if rows:
         semantic = any(r["semantic"] is not None for r in rows)
@@ -347,7 +254,7 @@ def _explain(args: argparse.Namespace) -> int:
                 ("yes" if r["inBlock"] else "no") + (" (guaranteed)" if r["guaranteed"] else ""),
                 _clip(r["content"], 48),
             ]
-            for i, r in enumerate(rows, 1 - len(guaranteed))
+            for i, r in enumerate(rows, 1 - guaranteed)
         ]
         for line in _table(headers, table):
             print(line)
@@ -356,11 +263,11 @@ def _explain(args: argparse.Namespace) -> int:
                 print(f"{r['id']} placed after {r['placedAfter']}: a newer statement of the same")
     shown = sum(1 for r in rows if r["inBlock"])
     print(
-        f"block: {block_tokens} tokens (estimated, {config.token_counting} counting, as "
-        "budgeted) of "
-        f"max_injection_tokens {config.max_injection_tokens}; {shown} fact(s) in it"
+        f"block: {report['blockTokens']} tokens (estimated, {report['tokenCounting']} counting, "
+        f"as budgeted) of max_injection_tokens {report['maxInjectionTokens']}; {shown} fact(s) "
+        "in it"
     )
-    if not injected:
+    if not report["injectionEnabled"]:
         print("note: memory or injection is disabled for this agent: nothing is injected")
-    print(block if block else "(empty: nothing would be injected)")
+    print(report["block"] or "(empty: nothing would be injected)")
     return 0

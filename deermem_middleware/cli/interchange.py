@@ -2,9 +2,11 @@
 HEAD's v2 layout (summary JSON plus one Markdown file per fact), or a whole DeerFlow data folder;
 read leniently one fact at a time, and capped as extracted memory is.
 
-A whole folder (``import --deerflow DIR``) is :mod:`~deermem_middleware.cli.deerflow_import`,
-dispatched from :func:`_import`; it merges and reports with the helpers here, so both imports treat
-a fact the same.
+Reading, merging and capping are :mod:`~deermem_middleware.memory.importing` (the web console
+imports the same way); this module adds the files and the receipts. A whole folder (``import
+--deerflow DIR``) is :mod:`~deermem_middleware.cli.deerflow_import`, dispatched from
+:func:`_import`; it merges and reports with the same helpers, so both imports treat a fact the
+same.
 """
 
 from __future__ import annotations
@@ -27,20 +29,6 @@ from deermem_middleware.cli.inspect import _storage_guard
 
 __all__: list[str] = []  # private: the command is the interface
 
-
-LIFECYCLE_KEYS: Final = frozenset(
-    {
-        "sourceKind",
-        "lastConfirmedAt",
-        "confirmations",
-        "lastInjectedAt",
-        "injections",
-        "supersededBy",
-        "manual",
-    }
-)
-"""Fact keys only we write: a file with any of them is one of ours (DeerFlow HEAD writes
-``status`` and ``updatedAt`` too)."""
 
 MAX_REPAIR_LINES: Final = 20
 """Repairs listed one per line in a receipt; -v lists them all."""
@@ -135,19 +123,11 @@ def _export_v2(args: argparse.Namespace) -> int:
 # -- reading one file ------------------------------------------------------------------------
 
 
-def _detect_format(data: dict[str, Any]) -> str:
-    if {"revision", "scope", "watermarks"} & data.keys() and data.get("version") != "2.0":
-        return "deermem"
-    facts = data.get("facts")
-    if isinstance(facts, list) and any(
-        isinstance(f, dict) and LIFECYCLE_KEYS & f.keys() for f in facts
-    ):
-        return "deermem"
-    return "deerflow"
-
-
-@dataclass
+@dataclass(frozen=True)
 class _FileRead:
+    """A file as read (:class:`~deermem_middleware.memory.importing.DocumentRead`), with the
+    notes about what lies beside it (a v2 manifest's Markdown facts)."""
+
     memory: Memory
     detected: str
     report: RepairReport
@@ -171,17 +151,18 @@ def _markdown_beside(path: Path, agent: str, now: str) -> tuple[list[Memory], li
 
 
 def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__") -> _FileRead:
-    """Load a memory document file, leniently: what DeerFlow's loaders accept (no id, a ``null``
-    confidence, facts as an id map, a v2 summary manifest with Markdown facts beside it) is
-    repaired; a value neither accepts (a confidence of ``"lots"``, a duplicate id) is an error.
+    """Load a memory document file, leniently (see
+    :func:`~deermem_middleware.memory.importing.read_document_data`), with what only a file has:
+    an older HEAD manifest's references to Markdown files beside it, and a v2 summary manifest's
+    Markdown facts in the folder around it.
 
     Raises :class:`UsageError` naming the file and the field.
     """
-    from deermem_middleware.deerflow.formats import from_deerflow, is_v2_manifest
+    from deermem_middleware.deerflow.formats import is_v2_manifest
     from deermem_middleware.deerflow.layout import resolve_fact_references
     from deermem_middleware.memory.document import DocumentFormatError, parse_document_json
-    from deermem_middleware.memory.interchange import invalid_text
-    from deermem_middleware.memory.repair import RepairReport, repair_document
+    from deermem_middleware.memory.importing import ImportFormatError, read_document_data
+    from deermem_middleware.memory.repair import Repair, RepairReport
 
     try:
         raw = path.read_bytes()
@@ -191,42 +172,25 @@ def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__")
         data = parse_document_json(raw)
     except DocumentFormatError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(
-            f"{path}: the top level is a JSON {type(data).__name__}, expected an object "
-            "(a memory document)"
-        )
-    detected = _detect_format(data) if fmt == "auto" else fmt
-    revision = data.get("revision", 0)
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        raise UsageError(f"{path}: revision: must be a non-negative integer, got {revision!r}")
-    facts = data.get("facts")
-    if facts is not None and not isinstance(facts, list | dict):
-        raise UsageError(f"{path}: facts: must be a list, got {type(facts).__name__}")
     now = _now()
     notes: list[str] = []
     beside: list[Memory] = []
     dropped = 0
-    v2 = is_v2_manifest(data)
-    if v2:
-        beside, notes, dropped = _markdown_beside(path, agent, now)
-    data, unread = resolve_fact_references(data, path.parent, root=path.parent)
-    if detected == "deerflow":
-        memory, report = from_deerflow(data, where=str(path), now=now)
-    else:
-        memory, report = repair_document(data, where=str(path), now=now)
-    problems = [*unread.repairs, *report.invalid]
-    if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        reason = first.reason.split("; ")[0]  # what is wrong, not what a lenient read would do
-        raise UsageError(f"{path}: {first.field}: {reason}{more}")
-    for index, fact in enumerate(memory.facts):
-        for name, value in fact.model_dump(exclude={"content", "category"}).items():
-            if isinstance(value, str) and invalid_text(value):
-                raise UsageError(
-                    f"{path}: facts[{index}].{name}: not valid Unicode (a lone surrogate)"
-                )
+    v2 = False
+
+    def prepare(data: dict[str, Any]) -> tuple[dict[str, Any], Sequence[Repair]]:
+        nonlocal beside, notes, dropped, v2
+        v2 = is_v2_manifest(data)
+        if v2:
+            beside, notes, dropped = _markdown_beside(path, agent, now)
+        resolved, unread = resolve_fact_references(data, path.parent, root=path.parent)
+        return resolved, unread.repairs
+
+    try:
+        read = read_document_data(data, fmt=fmt, where=str(path), now=now, prepare=prepare)
+    except ImportFormatError as exc:
+        raise UsageError(f"{path}: {exc.field}: {exc}" if exc.field else f"{path}: {exc}") from None
+    memory, detected, report = read.memory, read.detected, read.report
     if beside:
         facts_beside = tuple(f for m in beside for f in m.facts)
         memory = memory.model_copy(update={"facts": (*memory.facts, *facts_beside)})
@@ -246,82 +210,14 @@ def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__")
 # -- merging ---------------------------------------------------------------------------------
 
 
-@dataclass
-class _MergeReport:
-    added: list[str] = field(default_factory=list)
-    same_id: int = 0
-    same_text: int = 0
-    sections: list[str] = field(default_factory=list)
-
-    def absorb(self, other: _MergeReport) -> None:
-        self.added += other.added
-        self.same_id += other.same_id
-        self.same_text += other.same_text
-        self.sections += [s for s in other.sections if s not in self.sections]
-
-
-def _merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, _MergeReport]:
-    """``current`` plus what ``incoming`` adds: new facts (not the same id, not the same text
-    after :func:`normalize_fact_text`), summaries that are newer or fill an empty one, and
-    watermarks and unknown top-level keys ``current`` does not have."""
-    from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS
-    from deermem_middleware.memory.facts import normalize_fact_text
-
-    report = _MergeReport()
-    facts = list(current.facts)
-    ids = {f.id for f in facts}
-    keys = {normalize_fact_text(f.content) for f in facts}
-    for fact in incoming.facts:
-        key = normalize_fact_text(fact.content)
-        if fact.id in ids:
-            report.same_id += 1
-        elif key in keys:
-            report.same_text += 1
-        else:
-            facts.append(fact)
-            ids.add(fact.id)
-            keys.add(key)
-            report.added.append(fact.id)
-    user, history = current.user, current.history
-    for name in SECTION_FIELDS:
-        mine, theirs = current.section(name), incoming.section(name)
-        if theirs.summary and (not mine.summary or theirs.updatedAt > mine.updatedAt):
-            report.sections.append(name)
-            if name in USER_FIELDS:
-                user = user.model_copy(update={name: theirs})
-            else:
-                history = history.model_copy(update={name: theirs})
-    watermarks = {**incoming.watermarks, **current.watermarks}
-    extras = {
-        k: v
-        for k, v in (incoming.model_extra or {}).items()
-        if k not in (current.model_extra or {})
-    }
-    if not (report.added or report.sections or extras or watermarks.keys() - current.watermarks):
-        return current, report  # nothing new: the caller writes nothing
-    merged = current.model_copy(
-        update={
-            "facts": tuple(facts),
-            "user": user,
-            "history": history,
-            "watermarks": watermarks,
-            "lastUpdated": now,
-        }
-    )
-    if extras:
-        from deermem_middleware.memory.document import Memory
-
-        merged = Memory.from_json_dict({**extras, **merged.to_json_dict()})
-    return merged, report
-
-
 def _combined(pieces: Sequence[Piece], now: str) -> Memory:
     """The pieces of one scope as one document, merged in order (for ``show``)."""
     from deermem_middleware.memory.document import Memory
+    from deermem_middleware.memory.importing import merge_memory
 
     memory = Memory()
     for piece in pieces:
-        memory, _ = _merge_memory(memory, piece.memory, now)
+        memory, _ = merge_memory(memory, piece.memory, now)
     return memory
 
 
@@ -341,7 +237,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_file(args: argparse.Namespace) -> int:
-    from deermem_middleware.memory.interchange import CapReport, cap_document
+    from deermem_middleware.memory.importing import ImportChange
 
     path = Path(args.file)
     if path.is_dir():
@@ -350,25 +246,12 @@ def _import_file(args: argparse.Namespace) -> int:
     with _opened(args) as middleware, _storage_guard(middleware):
         scope = middleware.scope(args.user)
         read = _read_memory_file(path, args.format, scope.agent_name)
-        incoming, detected = read.memory, read.detected
-        report = _MergeReport()
-        capped = CapReport()
-
-        def change(memory: Memory) -> Memory:
-            nonlocal report, capped
-            now = _now()
-            if args.replace:
-                report = _MergeReport(added=[f.id for f in incoming.facts])
-                merged = incoming.model_copy(update={"lastUpdated": now})
-            else:
-                merged, report = _merge_memory(memory, incoming, now)
-            # the caps extracted data has: lengths, valid text, max_facts, watermarks
-            result, capped = cap_document(merged, max_facts=middleware.config.max_facts)
-            dropped = set(capped.facts_over_capacity)
-            report.added = [i for i in report.added if i not in dropped]
-            return result
-
+        detected = read.detected
+        change = ImportChange(
+            read.memory, replace=args.replace, max_facts=middleware.config.max_facts, clock=_now
+        )
         before, _, revision = middleware.change(scope, change)
+    report, capped = change.report, change.capped
     repaired = _repaired_note(read.report)
     if args.replace:
         print(

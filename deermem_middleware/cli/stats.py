@@ -1,14 +1,11 @@
 """``deermem stats``: per user and agent, facts by status and category, confidences, sizes, pending
-work."""
+work (each scope's numbers are :func:`~deermem_middleware.runtime.stats.scope_stats`)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import statistics
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from deermem_middleware.storage.base import MemoryScope
@@ -19,8 +16,7 @@ __all__: list[str] = []  # private: the command is the interface
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from deermem_middleware.storage.base import CorruptedMemoryError
-    from deermem_middleware.storage.json_file import JSONFileStorage
+    from deermem_middleware.runtime.stats import scope_stats
 
     with _opened(args) as middleware:
         storage = middleware.storage
@@ -28,54 +24,16 @@ def _stats(args: argparse.Namespace) -> int:
         pending: Counter[MemoryScope] = Counter()
         if middleware.journal is not None:
             pending.update(e.scope for e in middleware.journal.entries())
-        scopes = sorted({*storage.list_scopes(), *pending})
+        from deermem_middleware.console.audit import RESERVED_USER  # the console's audit log
+
+        scopes = sorted(s for s in {*storage.list_scopes(), *pending} if s.user_id != RESERVED_USER)
         scopes = [
             s
             for s in scopes
             if (args.user is None or s.user_id == args.user)
             and (agent_name is None or s.agent_name == agent_name)
         ]
-        items: list[dict[str, Any]] = []
-        for scope in scopes:
-            item: dict[str, Any] = {
-                "user": scope.user_id,
-                "agent": scope.agent_name,
-                "location": storage.describe(scope),
-                "pending": pending[scope],
-            }
-            try:
-                stored = storage.load(scope)
-            except CorruptedMemoryError as exc:
-                items.append({**item, "error": str(exc)})
-                continue
-            facts = stored.memory.facts
-            confidences = sorted(f.confidence for f in facts)
-            size = len(json.dumps(stored.memory.to_json_dict(), ensure_ascii=False).encode())
-            if isinstance(storage, JSONFileStorage):
-                with contextlib.suppress(OSError):
-                    size = storage.path_for(scope).stat().st_size
-            item.update(
-                {
-                    "revision": stored.revision,
-                    "lastUpdated": stored.memory.lastUpdated,
-                    "bytes": size,
-                    "facts": len(facts),
-                    "byStatus": dict(sorted(Counter(f.status for f in facts).items())),
-                    "byCategory": dict(sorted(Counter(f.category for f in facts).items())),
-                    "manual": sum(1 for f in facts if f.manual),
-                    "confidence": (
-                        {
-                            "min": confidences[0],
-                            "median": statistics.median(confidences),
-                            "max": confidences[-1],
-                        }
-                        if confidences
-                        else None
-                    ),
-                    "injections": sum(f.injections for f in facts),
-                }
-            )
-            items.append(item)
+        items = [scope_stats(storage, scope, pending[scope]) for scope in scopes]
         where = _storage_where(storage)
     if args.json:
         print(_dump(items))

@@ -9,5 +9,6 @@
 - ``apply``: one whole update applied to a document (the one entry point);
 - ``interchange``: documents that come from outside, held to the same caps;
 - ``repair``: lenient reading of DeerFlow's and older documents, fact by fact;
+- ``importing``: a document from outside read, merged or replaced (``deermem import``, the console);
 - ``manual``: the edits a person makes (add, edit, remove a fact), protected from extraction.
 """

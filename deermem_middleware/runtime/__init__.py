@@ -1,5 +1,6 @@
 """The engine at run time: :class:`MemoryService` (capture, recovery, scheduling, updates,
-selection, the ledger), the debounce scheduler, the updater, retries and id resolution."""
+selection, the ledger), the debounce scheduler, the updater, retries, id resolution and per-scope
+stats."""
 
 from __future__ import annotations
 

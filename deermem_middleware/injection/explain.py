@@ -1,0 +1,222 @@
+"""Why a fact would or would not be injected for a message: the report behind ``deermem explain``
+and the web console's explain view.
+
+Both faces need the same answer — the score formula in words, every ranked fact with its score
+parts and token cost, whether it made the block, and the block itself — so it is computed here
+once, as plain JSON-ready data, and each face only lays it out. On top of the numbers, each fact
+carries a ``reason`` in words ("in the block (rank 2)", "ranked 7 but did not fit the token
+budget"), and every stored fact that was not ranked is listed under ``others`` with its own reason
+(superseded, beyond ``top_k``...): "why is this fact not in the prompt?" is the question people
+ask, and the scores alone do not answer it.
+
+The reasons are derived from what the selection and the renderer reported, never recomputed: the
+report describes the block that *would* be injected (``injectionEnabled`` says whether it is).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import HumanMessage
+
+from deermem_middleware.injection.render import escape_memory_text, fact_line
+from deermem_middleware.injection.tokens import make_token_counter
+from deermem_middleware.memory.time import TimeIntent, query_time_intent
+
+if TYPE_CHECKING:
+    from deermem_middleware.config import MemoryConfig
+    from deermem_middleware.memory.document import Fact
+    from deermem_middleware.retrieval.scoring import SelectionParams
+    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.base import MemoryScope
+
+__all__ = ["describe_intent", "explain_report"]
+
+WITHHELD = "withheld: reads as an instruction, not data"
+EMPTY_TEXT = "not shown: nothing is left of its text once escaped"
+
+
+def describe_intent(intent: TimeIntent) -> str:
+    """What the time route does for this message, in words ("" when the message is not about
+    time): the bonus is invisible in a score column unless someone says what earns it."""
+    parts = []
+    if intent.period is not None:
+        start, end = intent.period
+        last = (end - timedelta(seconds=1)).date().isoformat()
+        parts.append(f"facts dated {start.date().isoformat()} to {last} get up to 1")
+    if intent.current:
+        parts.append("the present: newer facts get more and come before older competitors")
+    if intent.asks_when:
+        parts.append("'when': 0.5 for facts that know their event date")
+    return "; ".join(parts)
+
+
+def _score_formula(params: SelectionParams, time_route: str) -> str:
+    """The score line: the weights as configured, each channel named."""
+    formula = (
+        f"score = {params.relevance_weight:.2f} × relevance + "
+        f"{params.confidence_weight:.2f} × confidence"
+    )
+    if params.recency_weight > 0:
+        formula += (
+            f" + {params.recency_weight:.2f} × recency (1 for the newest fact, halving every "
+            f"{params.recency_half_life_days:g} days before it)"
+        )
+    if time_route:
+        formula += f" + {params.time_weight:.2f} × time"
+    return formula
+
+
+def _relevance_formula(params: SelectionParams, semantic: bool) -> str:
+    """What ``relevance`` is made of for this selector (seed, lexical only, or fused)."""
+    if params.method == "seed":
+        return "relevance = word TF-IDF cosine to the last turns (selection: seed)"
+    if semantic:
+        return (
+            f"relevance = {params.lexical_weight:.2f} × lexical + "
+            f"{1 - params.lexical_weight:.2f} × semantic, each min-max scaled over the facts"
+        )
+    return "relevance = lexical (character n-gram TF-IDF; no embedding channel)"
+
+
+def _row_reason(
+    *, guaranteed: bool, rank: int, in_block: bool, line: str | None, content: str, budget: int
+) -> str:
+    """Why a ranked (or guaranteed) fact is or is not in the block, from what rendering did."""
+    if guaranteed:
+        return "guaranteed (always injected)"
+    if in_block:
+        return f"in the block (rank {rank})"
+    if line is None:
+        return WITHHELD
+    if not escape_memory_text(content):
+        return EMPTY_TEXT
+    return f"ranked {rank} but did not fit the token budget (max_injection_tokens {budget})"
+
+
+def _other_reason(fact: Fact, config: MemoryConfig, top_k: int, *, nothing_fit: bool) -> str:
+    """Why a stored fact that was not ranked for this message is not in the block."""
+    if fact.status != "active":
+        return f"status {fact.status}: only active facts are injected"
+    if nothing_fit and top_k > 0:
+        return (
+            f"active, but nothing fit the token budget (max_injection_tokens "
+            f"{config.max_injection_tokens}): the block is empty"
+        )
+    if config.guaranteed_token_budget > 0 and fact.category in config.guaranteed_categories:
+        # guaranteed facts are never ranked: one missing from the rows did not make its budget
+        if fact_line(fact, config.show_fact_dates) is None:
+            return WITHHELD
+        if not escape_memory_text(fact.content):
+            return EMPTY_TEXT
+        return (
+            f"guaranteed category {fact.category!r}, but did not fit guaranteed_token_budget "
+            f"{config.guaranteed_token_budget}"
+        )
+    return f"active, but not among the top_k {top_k} ranked for this message"
+
+
+def explain_report(
+    service: MemoryService,
+    scope: MemoryScope,
+    message: str,
+    *,
+    injection_enabled: bool | None = None,
+) -> dict[str, Any]:
+    """What would be injected into a model call whose newest message is ``message``, and why.
+
+    The JSON-ready report ``deermem explain --json`` prints: ``user``, ``agent``, ``message``,
+    ``injectionEnabled``, ``formula`` (score and relevance, joined by ``"; "``), ``relevance``
+    (the relevance part alone), ``timeRoute`` (what the time route does for this message, or
+    None), ``activeFacts``, ``topK``, ``facts`` (the guaranteed facts shown, then every relevance
+    pick offered to the renderer, best first, with score parts, tokens, ``inBlock`` and a
+    ``reason``), ``others`` (every other stored fact: ``id``, ``content``, ``category``,
+    ``status``, ``reason``), ``blockTokens``, ``maxInjectionTokens``, ``tokenCounting`` and
+    ``block`` (the exact text).
+
+    The document is loaded once, so the rows and ``others`` describe the same revision. The
+    selection uses whatever index the service holds: call ``service.warm_up`` first for the
+    embedding channel. ``injection_enabled``: None reads ``service.config.injection_enabled``
+    (a host that turns memory off for a run passes its own answer).
+    """
+    config = service.config
+    selector = service.selector
+    params = selector.params
+    memory = service.storage.load(scope).memory
+    rendered = service.recall.explain(scope, memory, [HumanMessage(message)])
+    intent = query_time_intent(message, selector.clock())
+    count = make_token_counter(config.token_counting)
+    guaranteed = list(rendered.guaranteed)
+    ranked = list(rendered.ranked)  # exactly the picks the block was built from
+    in_block = {p.fact.id for p in rendered.facts} | {g.fact.id for g in guaranteed}
+    rows: list[dict[str, Any]] = []
+    picks = [(g, True, 0) for g in guaranteed] + [(s, False, i) for i, s in enumerate(ranked, 1)]
+    for scored, is_guaranteed, rank in picks:
+        fact = scored.fact
+        line = fact_line(fact, config.show_fact_dates)
+        recency = None
+        if not is_guaranteed and params.recency_weight > 0:
+            recency = scored.recency
+        shown = fact.id in in_block
+        rows.append(
+            {
+                "id": fact.id,
+                "content": fact.content,
+                "category": fact.category,
+                "confidence": fact.confidence,
+                "confidenceUsed": None if is_guaranteed else scored.confidence,
+                "guaranteed": is_guaranteed,
+                "relevance": None if is_guaranteed else scored.relevance,
+                "lexical": None if is_guaranteed else scored.lexical,
+                "semantic": None if is_guaranteed else scored.semantic,
+                "recency": recency,
+                "time": None if is_guaranteed else scored.time,
+                "placedAfter": None if is_guaranteed else scored.after,
+                "score": None if is_guaranteed else scored.score,
+                "tokens": count(line or ""),
+                "inBlock": shown,
+                "reason": _row_reason(
+                    guaranteed=is_guaranteed,
+                    rank=rank,
+                    in_block=shown,
+                    line=line,
+                    content=fact.content,
+                    budget=config.max_injection_tokens,
+                ),
+            }
+        )
+    listed = {r["id"] for r in rows}
+    nothing_fit = not rendered.text and not rows
+    others = [
+        {
+            "id": f.id,
+            "content": f.content,
+            "category": f.category,
+            "status": f.status,
+            "reason": _other_reason(f, config, params.top_k, nothing_fit=nothing_fit),
+        }
+        for f in memory.facts
+        if f.id not in listed
+    ]
+    time_route = describe_intent(intent) if params.time_weight > 0 else ""
+    formula = _score_formula(params, time_route)
+    relevance = _relevance_formula(params, selector.semantic)
+    enabled = config.injection_enabled if injection_enabled is None else injection_enabled
+    return {
+        "user": scope.user_id,
+        "agent": scope.agent_name,
+        "message": message,
+        "injectionEnabled": bool(enabled),
+        "formula": f"{formula}; {relevance}",
+        "relevance": relevance,
+        "timeRoute": time_route or None,
+        "activeFacts": sum(1 for f in memory.facts if f.status == "active"),
+        "topK": params.top_k,
+        "facts": rows,
+        "others": others,
+        "blockTokens": rendered.tokens,
+        "maxInjectionTokens": config.max_injection_tokens,
+        "tokenCounting": config.token_counting,
+        "block": rendered.text,
+    }

@@ -1,0 +1,280 @@
+"""Importing a memory document that comes from outside — an export, DeerFlow's ``memory.json``, an
+upload — into a stored one: reading it, telling whose format it is, and merging or replacing.
+
+``deermem import`` (files, whole DeerFlow folders) and the web console (a document posted as JSON)
+import the same way, so a fact imported by either is treated the same: read leniently, one fact at
+a time (:mod:`~deermem_middleware.memory.repair`), with the values no loader accepts rejected and
+named by their JSON path (:class:`ImportFormatError`); merged without duplicates
+(:func:`merge_memory`); and capped as extracted memory is
+(:func:`~deermem_middleware.memory.interchange.cap_document`), all inside the storage's
+compare-and-set loop (:class:`ImportChange` for ``MemoryService.change``).
+
+Pure: no files, the clock passed in. What only a file has (Markdown facts beside a v2 manifest,
+references relative to its folder) stays with the command, which hands its part in through
+``prepare``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Memory
+from deermem_middleware.memory.facts import normalize_fact_text
+from deermem_middleware.memory.interchange import CapReport, cap_document, invalid_text
+
+if TYPE_CHECKING:
+    from deermem_middleware.memory.repair import Repair, RepairReport
+
+__all__ = [
+    "LIFECYCLE_KEYS",
+    "DocumentRead",
+    "ImportChange",
+    "ImportFormatError",
+    "MergeReport",
+    "detect_format",
+    "merge_memory",
+    "read_document_data",
+]
+
+LIFECYCLE_KEYS: Final = frozenset(
+    {
+        "sourceKind",
+        "lastConfirmedAt",
+        "confirmations",
+        "lastInjectedAt",
+        "injections",
+        "supersededBy",
+        "manual",
+    }
+)
+"""Fact keys only we write: a file with any of them is one of ours (DeerFlow HEAD writes
+``status`` and ``updatedAt`` too)."""
+
+Prepare = Callable[[dict[str, Any]], tuple[dict[str, Any], Sequence["Repair"]]]
+"""A caller's step between the shape checks and the reading (see :func:`read_document_data`)."""
+
+
+class ImportFormatError(ValueError):
+    """A document that cannot be imported: ``field`` is the JSON path of what is wrong
+    (``facts[3].confidence``, ``revision``; ``""`` for the document as a whole), the message says
+    what is wrong, and ``more`` counts the further problems of the same kind (the message ends in
+    ``(and N more)`` then). A command prefixes its file, a web API its request field."""
+
+    def __init__(self, field: str, message: str, *, more: int = 0) -> None:
+        super().__init__(message + (f" (and {more} more)" if more else ""))
+        self.field = field
+        self.more = more
+
+
+@dataclass(frozen=True)
+class DocumentRead:
+    """A document as read: the memory, its format (``deermem``, ``deerflow``; the command says
+    ``deerflow v2`` for a manifest with Markdown facts beside it) and what the lenient read
+    repaired or dropped."""
+
+    memory: Memory
+    detected: str
+    report: RepairReport
+
+
+def detect_format(data: dict[str, Any]) -> str:
+    """``deermem`` or ``deerflow``: whose document ``data`` is. Ours carry keys DeerFlow never
+    writes (``revision``, ``scope``, ``watermarks`` at the top; :data:`LIFECYCLE_KEYS` on a fact);
+    anything else is read as DeerFlow's, the more lenient reading."""
+    if {"revision", "scope", "watermarks"} & data.keys() and data.get("version") != "2.0":
+        return "deermem"
+    facts = data.get("facts")
+    if isinstance(facts, list) and any(
+        isinstance(f, dict) and LIFECYCLE_KEYS & f.keys() for f in facts
+    ):
+        return "deermem"
+    return "deerflow"
+
+
+def read_document_data(
+    data: Any,
+    *,
+    fmt: str = "auto",
+    where: str,
+    now: str,
+    prepare: Prepare | None = None,
+) -> DocumentRead:
+    """Read an already parsed document leniently: what DeerFlow's loaders accept (no id, a
+    ``null`` confidence, facts as an id map) is repaired; a value neither accepts (a confidence
+    of ``"lots"``, a duplicate id, a lone surrogate) raises :class:`ImportFormatError` naming the
+    first such field, before anything is written.
+
+    ``fmt``: ``auto`` (:func:`detect_format`), ``deermem`` or ``deerflow``. ``where`` names the
+    document in the repair report's lines; ``now`` stamps what has no date. ``prepare`` runs after
+    the shape checks and before the reading, for what only the caller can do (resolve references
+    to files): it returns the data to read and the references it could not resolve, reported
+    first among the problems.
+    """
+    from deermem_middleware.deerflow.formats import from_deerflow
+    from deermem_middleware.memory.repair import repair_document
+
+    if not isinstance(data, dict):
+        raise ImportFormatError(
+            "",
+            f"the top level is a JSON {type(data).__name__}, expected an object "
+            "(a memory document)",
+        )
+    detected = detect_format(data) if fmt == "auto" else fmt
+    revision = data.get("revision", 0)
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ImportFormatError("revision", f"must be a non-negative integer, got {revision!r}")
+    facts = data.get("facts")
+    if facts is not None and not isinstance(facts, list | dict):
+        raise ImportFormatError("facts", f"must be a list, got {type(facts).__name__}")
+    unresolved: Sequence[Repair] = ()
+    if prepare is not None:
+        data, unresolved = prepare(data)
+    if detected == "deerflow":
+        memory, report = from_deerflow(data, where=where, now=now)
+    else:
+        memory, report = repair_document(data, where=where, now=now)
+    problems = [*unresolved, *report.invalid]
+    if problems:
+        first = problems[0]
+        reason = first.reason.split("; ")[0]  # what is wrong, not what a lenient read would do
+        raise ImportFormatError(first.field, reason, more=len(problems) - 1)
+    for index, fact in enumerate(memory.facts):
+        for name, value in fact.model_dump(exclude={"content", "category"}).items():
+            if isinstance(value, str) and invalid_text(value):
+                # content and category are repaired by the caps; an id or a date cannot be
+                raise ImportFormatError(
+                    f"facts[{index}].{name}", "not valid Unicode (a lone surrogate)"
+                )
+    return DocumentRead(memory, detected, report)
+
+
+# -- merging ---------------------------------------------------------------------------------
+
+
+@dataclass
+class MergeReport:
+    """What a merge took: the ids of the facts added, the facts skipped as already known (by id,
+    by text) and the summaries taken. An importer's receipt is made of it."""
+
+    added: list[str] = field(default_factory=list)
+    same_id: int = 0
+    same_text: int = 0
+    sections: list[str] = field(default_factory=list)
+
+    def absorb(self, other: MergeReport) -> None:
+        """Add ``other``'s counts (merging several documents into one, in order)."""
+        self.added += other.added
+        self.same_id += other.same_id
+        self.same_text += other.same_text
+        self.sections += [s for s in other.sections if s not in self.sections]
+
+
+def merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, MergeReport]:
+    """``current`` plus what ``incoming`` adds: new facts (not the same id, not the same text
+    after :func:`~deermem_middleware.memory.facts.normalize_fact_text`), summaries that are newer
+    or fill an empty one, and watermarks and unknown top-level keys ``current`` does not have.
+
+    Nothing of ``current`` is overwritten but older summaries: an import must not undo what the
+    memory learnt since the export. Returns ``current`` itself when nothing is new, so the
+    compare-and-set loop writes nothing."""
+    report = MergeReport()
+    facts = list(current.facts)
+    ids = {f.id for f in facts}
+    keys = {normalize_fact_text(f.content) for f in facts}
+    for fact in incoming.facts:
+        key = normalize_fact_text(fact.content)
+        if fact.id in ids:
+            report.same_id += 1
+        elif key in keys:
+            report.same_text += 1
+        else:
+            facts.append(fact)
+            ids.add(fact.id)
+            keys.add(key)
+            report.added.append(fact.id)
+    user, history = current.user, current.history
+    for name in SECTION_FIELDS:
+        mine, theirs = current.section(name), incoming.section(name)
+        if theirs.summary and (not mine.summary or theirs.updatedAt > mine.updatedAt):
+            report.sections.append(name)
+            if name in USER_FIELDS:
+                user = user.model_copy(update={name: theirs})
+            else:
+                history = history.model_copy(update={name: theirs})
+    watermarks = {**incoming.watermarks, **current.watermarks}
+    extras = {
+        k: v
+        for k, v in (incoming.model_extra or {}).items()
+        if k not in (current.model_extra or {})
+    }
+    if not (report.added or report.sections or extras or watermarks.keys() - current.watermarks):
+        return current, report  # nothing new: the caller writes nothing
+    merged = current.model_copy(
+        update={
+            "facts": tuple(facts),
+            "user": user,
+            "history": history,
+            "watermarks": watermarks,
+            "lastUpdated": now,
+        }
+    )
+    if extras:
+        merged = Memory.from_json_dict({**extras, **merged.to_json_dict()})
+    return merged, report
+
+
+class ImportChange:
+    """An import as a change for ``MemoryService.change`` (``Memory -> Memory``): the storage's
+    compare-and-set loop may call it more than once (a running agent saved in between), so it
+    recomputes from the document it is given each time, and :attr:`report` and :attr:`capped`
+    describe the last call — the one that was saved.
+
+    ``incoming`` is one document (a file, an upload) or several (the pieces a DeerFlow folder
+    holds for one scope: global, per-agent and per-user files, Markdown facts). One document is
+    merged into the stored one (:func:`merge_memory`) or, with ``replace``, replaces it as is — an
+    export imported back comes back exactly — and the result is always capped as extracted memory
+    is (``max_facts``, lengths, valid text, watermarks). Several are fragments of one memory, so
+    they are merged in order (into an empty document with ``replace``), and nothing new writes
+    nothing. ``clock`` gives the ``lastUpdated`` stamp of each attempt.
+    """
+
+    def __init__(
+        self,
+        incoming: Memory | Sequence[Memory],
+        *,
+        replace: bool,
+        max_facts: int,
+        clock: Callable[[], str],
+    ) -> None:
+        self.incoming = incoming
+        self.replace = replace
+        self.max_facts = max_facts
+        self.clock = clock
+        self.report = MergeReport()
+        """What the last call merged (facts added after the caps, skipped, summaries taken)."""
+        self.capped = CapReport()
+        """What the caps cut in the last call."""
+
+    def __call__(self, memory: Memory) -> Memory:
+        now = self.clock()
+        self.capped = CapReport()
+        if isinstance(self.incoming, Memory):
+            if self.replace:
+                self.report = MergeReport(added=[f.id for f in self.incoming.facts])
+                merged = self.incoming.model_copy(update={"lastUpdated": now})
+            else:
+                merged, self.report = merge_memory(memory, self.incoming, now)
+        else:
+            self.report = MergeReport()
+            merged = Memory() if self.replace else memory
+            for piece in self.incoming:
+                merged, step = merge_memory(merged, piece, now)
+                self.report.absorb(step)
+            if merged is memory:
+                return memory  # nothing new: nothing written
+        result, self.capped = cap_document(merged, max_facts=self.max_facts)
+        dropped = set(self.capped.facts_over_capacity)
+        self.report.added = [i for i in self.report.added if i not in dropped]
+        return result
