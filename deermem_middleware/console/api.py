@@ -495,7 +495,8 @@ def console_router(console: Console) -> APIRouter:
         try:
             read = read_document_data(body.document, fmt=body.format, where="document", now=now())
         except ImportFormatError as exc:
-            raise ApiError(400, f"document.{exc.field}: {exc}", f"document.{exc.field}") from None
+            where = f"document.{exc.field}" if exc.field else "document"
+            raise ApiError(400, f"{where}: {exc}", where) from None
         change = ImportChange(
             read.memory, replace=body.replace, max_facts=service.config.max_facts, clock=now
         )
