@@ -349,8 +349,8 @@ def console_router(console: Console) -> APIRouter:
         extra: dict[str, Any] = {}
         if body.category is not None:
             extra["category"] = body.category
-        if body.confidence is not None:
-            extra["confidence"] = body.confidence
+        # what the person types is what the user said: as `deermem fact add`, 1.0 by default
+        extra["confidence"] = 1.0 if body.confidence is None else body.confidence
         _, after, revision = service.change(
             scope,
             lambda m: add_fact(
@@ -367,7 +367,7 @@ def console_router(console: Console) -> APIRouter:
         audit(who, "fact.add", scope, fact_id=fact_id, after=_as_stored(fact))
         return {"revision": revision, "fact": view(fact)}
 
-    @router.patch("/api/facts/{fact_id}", summary="Edit a fact (compare-and-set on its version)")
+    @router.patch("/api/facts/{fact_id:path}", summary="Edit a fact (compare-and-set)")
     def edit(who: Who, fact_id: str, body: FactEdit) -> dict[str, Any]:
         scope = console.scope(who, body.user, body.agent)
         console.editor(who)
@@ -400,7 +400,7 @@ def console_router(console: Console) -> APIRouter:
         )
         return {"revision": revision, "fact": view(new)}
 
-    @router.delete("/api/facts/{fact_id}", summary="Delete a fact (compare-and-set on its version)")
+    @router.delete("/api/facts/{fact_id:path}", summary="Delete a fact (compare-and-set)")
     def delete(
         who: Who,
         fact_id: str,

@@ -32,9 +32,11 @@ from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deermem_middleware.console.api import console_router
 from deermem_middleware.console.auth import ConsoleAuth, Operator, Role
+from deermem_middleware.console.errors import json_error
 from deermem_middleware.console.state import COOKIE, Console
 
 __all__ = ["SECURITY_HEADERS", "create_console_app"]
@@ -110,6 +112,11 @@ def create_console_app(
     )
     app.state.console = console
     app.include_router(console_router(console))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # an unknown path or method answers in the console's shape too
+        return json_error(exc.status_code, str(exc.detail))
 
     @app.middleware("http")
     async def headers(
