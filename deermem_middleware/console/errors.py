@@ -14,6 +14,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from deermem_middleware.memory.document import DocumentFormatError
 from deermem_middleware.memory.manual import (
     DuplicateFactError,
     InvalidFactError,
@@ -73,6 +74,8 @@ def error_response(exc: Exception) -> JSONResponse | None:
         kind = first.get("type", "")
         if kind == "json_invalid":
             return json_error(400, "the request body is not valid JSON", "body")
+        if kind == "string_unicode":  # JSON "\ud800": no storage can write a lone surrogate
+            return json_error(400, f"{field}: not valid Unicode (a lone surrogate)", field)
         message = str(first.get("msg", "invalid value"))
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         return json_error(422, f"{field}: {message}{more}" if field else message + more, field)
@@ -92,4 +95,8 @@ def error_response(exc: Exception) -> JSONResponse | None:
     if isinstance(exc, StorageError):
         logger.error("console: storage error: %s", exc)
         return json_error(503, f"the memory storage failed: {exc}")
+    if isinstance(exc, DocumentFormatError):  # an imported document the reader could not repair
+        return json_error(400, f"document: {str(exc).lstrip(': ')}", "document")
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate from the request, on its way out
+        return json_error(400, "the request holds text that is not valid Unicode (lone surrogate)")
     return None

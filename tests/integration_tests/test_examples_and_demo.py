@@ -121,6 +121,8 @@ def test_wheel_install_loads_prompts_from_the_wheel(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "deermem_middleware/prompts/extraction_system.md" in names
     assert "deermem_middleware/prompts/extraction_input.md" in names
+    for page in ("index.html", "app.js", "app.css", "login.html"):  # the console needs no build
+        assert f"deermem_middleware/console/static/{page}" in names
 
     fresh = tmp_path / "fresh-venv"
     venv.EnvBuilder(with_pip=True).create(fresh)
