@@ -42,7 +42,9 @@ def _add_operator(args: argparse.Namespace) -> int:
 
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio then sets TCP_NODELAY on each accepted connection; without it
+    # every response waited ~40 ms for the client's delayed ACK (benchmarks/console_api.py)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

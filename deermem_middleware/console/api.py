@@ -30,6 +30,7 @@ hosts and may hold ``/``, ``%`` or be 10 kB long. Every change goes through
 :class:`~deermem_middleware.console.audit.AuditEntry`.
 """
 
+import json
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
@@ -500,7 +501,20 @@ def console_router(console: Console) -> APIRouter:
         change = ImportChange(
             read.memory, replace=body.replace, max_facts=service.config.max_facts, clock=now
         )
-        before, _, revision = service.change(scope, change)
+
+        def encodable(memory: Memory) -> Memory:
+            result = change(memory)
+            try:  # a lone surrogate where nothing repairs it (an unknown key): no storage takes it
+                json.dumps(result.to_json_dict(), ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ApiError(
+                    400,
+                    "document: holds text that is not valid Unicode (a lone surrogate)",
+                    "document",
+                ) from None
+            return result
+
+        before, _, revision = service.change(scope, encodable)
         report = change.report
         result = {
             "revision": revision,
