@@ -40,54 +40,37 @@ from typing import Any
 import httpx
 import numpy as np
 import uvicorn
+from injection_latency import make_memory as synthetic_memory  # benchmarks/ is on sys.path
 
 from deermem_middleware.config import MemoryConfig, StorageConfig
 from deermem_middleware.console import create_console_app
-from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.memory.document import Memory
 from deermem_middleware.runtime.service import MemoryService
 
 TARGET_P95_MS = 50.0
 TOKEN = "bench-token"
 USER = "u"
 WORDS = ["tea", "Lisbon", "kafka", "note 1", "marathon", "vim", "PostgreSQL", "zzz-no-match"]
-SUBJECTS = ["User", "The user", "Their manager", "The team", "User's sister"]
-VERBS = ["prefers", "works on", "is learning", "dislikes", "moved to", "uses", "plans to visit"]
-OBJECTS = [
-    "Go services",
-    "PostgreSQL",
-    "a Rust compiler",
-    "dark mode",
-    "Lisbon",
-    "green tea",
-    "LangGraph agents",
-    "kafka pipelines",
-    "jazz piano",
-    "the marathon",
-    "vim",
-    "watercolor painting",
-]
 
 
 def make_memory(n: int, seed: int = 1) -> Memory:
-    """``n`` synthetic facts: 80% active, 15% superseded, 5% archived; a few used and confirmed."""
+    """``n`` synthetic facts (the injection benchmark's, same texts), then 80% active, 15%
+    superseded, 5% archived, a few used and confirmed: what a year-old memory's page shows."""
     rng = random.Random(seed)
     facts = []
-    for i in range(n):
+    for fact in synthetic_memory(n, seed).facts:
         roll = rng.random()
-        status = "active" if roll < 0.80 else "superseded" if roll < 0.95 else "archived"
-        day = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"
         facts.append(
-            Fact(
-                id=f"fact_{i:06d}",
-                content=(
-                    f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})"
-                ),
-                category=rng.choice(["preference", "knowledge", "context", "behavior", "goal"]),
-                confidence=round(rng.uniform(0.5, 1.0), 2),
-                createdAt=day,
-                status=status,
-                injections=rng.choice([0, 0, 0, 1, 4]),
-                confirmations=rng.choice([0, 0, 1]),
+            fact.model_copy(
+                update={
+                    "status": "active"
+                    if roll < 0.80
+                    else "superseded"
+                    if roll < 0.95
+                    else "archived",
+                    "injections": rng.choice([0, 0, 0, 1, 4]),
+                    "confirmations": rng.choice([0, 0, 1]),
+                }
             )
         )
     return Memory(facts=tuple(facts))

@@ -5,6 +5,8 @@ system_text) live in :mod:`deermem_middleware.testing`."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.config import ConfigError, load_memory_config
+from deermem_middleware.memory.document import Fact
 
 
 def memory_config(tmp_path: Path, **overrides: Any) -> MemoryConfig:
@@ -47,3 +50,36 @@ def error_of(path: Path, *, agent_name: str | None = None, user_id: str | None =
     with pytest.raises(ConfigError) as info:
         load_memory_config(path, agent_name=agent_name, user_id=user_id)
     return str(info.value)
+
+
+def make_fact(fact_id: str, content: str, **extra: Any) -> Fact:
+    """A knowledge fact (confidence 0.9, created 2026-01-01) with ``extra`` fields on top."""
+    defaults: dict[str, Any] = {
+        "category": "knowledge",
+        "confidence": 0.9,
+        "createdAt": "2026-01-01T00:00:00Z",
+    }
+    return Fact(id=fact_id, content=content, **{**defaults, **extra})
+
+
+@contextmanager
+def postgres_store(dsn: str) -> Iterator[Any]:
+    """LangGraph's ``PostgresStore`` on a pool to ``dsn``, set up (twice: it is idempotent)."""
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=8,
+        open=True,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    try:
+        store = PostgresStore(pool)
+        store.setup()
+        store.setup()
+        yield store
+    finally:
+        pool.close()

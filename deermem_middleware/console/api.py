@@ -49,6 +49,7 @@ from deermem_middleware.console.views import (
     fact_view,
     filter_facts,
     page,
+    paged,
     profile_view,
     sort_facts,
 )
@@ -221,12 +222,7 @@ def console_router(console: Console) -> APIRouter:
         for scope in scopes_of(who):
             agents.setdefault(scope.user_id, []).append(scope.agent_name)
         ids = [u for u in agents if not q or q.casefold() in u.casefold()]
-        return {
-            "total": len(ids),
-            "offset": offset,
-            "limit": limit,
-            "users": [{"user": u, "agents": agents[u]} for u in page(ids, offset, limit)],
-        }
+        return paged("users", ids, offset, limit, lambda u: {"user": u, "agents": agents[u]})
 
     @router.get("/api/agents", summary="Agents, with their user counts")
     def agents(
@@ -236,12 +232,7 @@ def console_router(console: Console) -> APIRouter:
         for scope in scopes_of(who):
             users_of[scope.agent_name] = users_of.get(scope.agent_name, 0) + 1
         names = sorted(a for a in users_of if not q or q.casefold() in a.casefold())
-        return {
-            "total": len(names),
-            "offset": offset,
-            "limit": limit,
-            "agents": [{"agent": a, "users": users_of[a]} for a in page(names, offset, limit)],
-        }
+        return paged("agents", names, offset, limit, lambda a: {"agent": a, "users": users_of[a]})
 
     # -- one user's memory ----------------------------------------------------------------
 
@@ -611,11 +602,6 @@ def console_router(console: Console) -> APIRouter:
         if user is not None:
             console.scope(who, user, agent)
         entries = console.audit.entries(user=user, agent=agent, visible=who.operator.can_see)
-        return {
-            "total": len(entries),
-            "offset": offset,
-            "limit": limit,
-            "entries": [e.to_json() for e in page(entries, offset, limit)],
-        }
+        return paged("entries", entries, offset, limit, AuditEntry.to_json)
 
     return router

@@ -32,6 +32,7 @@ __all__ = [
     "fact_view",
     "filter_facts",
     "page",
+    "paged",
     "profile_view",
     "sort_facts",
 ]
@@ -129,6 +130,19 @@ def sort_facts(facts: list[Fact], sort: str) -> list[Fact]:
 
 def page(items: Sequence[T], offset: int, limit: int) -> list[T]:
     return list(items[offset : offset + limit])
+
+
+def paged(
+    name: str, items: Sequence[T], offset: int, limit: int, view: Callable[[T], Any]
+) -> dict[str, Any]:
+    """One page of ``items`` as a listing answers it: ``total``, ``offset``, ``limit`` and the
+    page's views under ``name``."""
+    return {
+        "total": len(items),
+        "offset": offset,
+        "limit": limit,
+        name: [view(item) for item in page(items, offset, limit)],
+    }
 
 
 def profile_view(memory: Memory) -> dict[str, Any]:

@@ -19,27 +19,15 @@ pytest.register_assert_rewrite("tests.console_api_cases")  # its asserts explain
 from deermem_middleware.console.audit import AUDIT_SCOPE, RESERVED_USER  # noqa: E402
 from deermem_middleware.storage import StoreStorage  # noqa: E402
 from tests.console_api_cases import Api, ConsoleApiCases, ConsoleEnv, ok  # noqa: E402
+from tests.helpers import postgres_store as open_postgres_store  # noqa: E402
 
 from .conftest import postgres_dsn  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def postgres_store() -> Iterator[Any]:
-    from langgraph.store.postgres import PostgresStore
-    from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
-
-    pool: ConnectionPool[Any] = ConnectionPool(
-        postgres_dsn(),
-        min_size=1,
-        max_size=8,
-        open=True,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-    )
-    store = PostgresStore(pool)
-    store.setup()
-    yield store
-    pool.close()
+    with open_postgres_store(postgres_dsn()) as store:
+        yield store
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from deermem_middleware.storage import (
     MemoryStorage,
     StoreStorage,
 )
+from tests.helpers import postgres_store as open_postgres_store
 
 from ..integration_tests.conftest import postgres_dsn
 
@@ -157,22 +158,8 @@ def _store_backend(name: str, store: Any) -> Backend:
 
 @pytest.fixture(scope="session")
 def postgres_store() -> Iterator[Any]:
-    from langgraph.store.postgres import PostgresStore
-    from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
-
-    pool: ConnectionPool[Any] = ConnectionPool(
-        postgres_dsn(),
-        min_size=1,
-        max_size=8,
-        open=True,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-    )
-    store = PostgresStore(pool)
-    store.setup()
-    store.setup()  # idempotent
-    yield store
-    pool.close()
+    with open_postgres_store(postgres_dsn()) as store:
+        yield store
 
 
 @pytest.fixture

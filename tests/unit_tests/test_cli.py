@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -23,6 +22,7 @@ from deermem_middleware.cli import _build_parser, main
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.storage.json_file import encode_name
 from deermem_middleware.testing import ScriptedChatModel, update_json
+from tests.helpers import make_fact as _fact
 
 AGENT = "__default__"
 
@@ -43,15 +43,6 @@ def _root(config_path: Path) -> Path:
 
 def _storage(config_path: Path) -> JSONFileStorage:
     return JSONFileStorage(_root(config_path))
-
-
-def _fact(fact_id: str, content: str, **extra: Any) -> Fact:
-    defaults: dict[str, Any] = {
-        "category": "knowledge",
-        "confidence": 0.9,
-        "createdAt": "2026-01-01T00:00:00Z",
-    }
-    return Fact(id=fact_id, content=content, **{**defaults, **extra})
 
 
 def _seed(config_path: Path, user: str, *facts: Fact, agent: str = AGENT) -> None:
