@@ -405,5 +405,7 @@ class MemoryMiddleware(AgentMiddleware):
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        # filtering + an O(1) enqueue: cheap enough to run on the event loop
-        return self.after_agent(state, runtime)
+        # the capture writes the journal (a file, or a database row): blocking I/O, so off the
+        # event loop (context vars are copied). A LangGraph server's dev mode refuses blocking
+        # calls on its loop: the journal write failed there before this
+        return await asyncio.to_thread(self.after_agent, state, runtime)

@@ -163,4 +163,5 @@ class MemoryNodes:
         return {}
 
     async def _acapture(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        return self._capture(state, config)
+        # the journal write is blocking I/O: off the event loop, as the middleware's
+        return await asyncio.to_thread(self._capture, state, config)

@@ -1,0 +1,157 @@
+"""The console as a LangGraph server's custom app (``http.app`` in ``langgraph.json``), for real:
+``langgraph dev`` (the in-memory LangGraph API server) serves an agent with our middleware and
+the console beside it, in one process, on one engine.
+
+The dev server also runs a blocking-call detector on its event loop: the agent's async capture
+must not block it (it did: the journal write's ``os.mkdir`` was refused and the capture went
+unjournaled), so the server log is checked for memory errors too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "console-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+MEMORY = (
+    'MemoryConfig(storage_path=os.environ["MEM_PATH"], debounce_seconds=3600, embeddings="none")'
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _project(root: Path) -> None:
+    (root / "graph.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            from langchain.agents import create_agent
+            from deermem_middleware import MemoryConfig, MemoryMiddleware
+            from deermem_middleware.testing import RecordingAgentModel
+
+            graph = create_agent(RecordingAgentModel(), [], middleware=[MemoryMiddleware({MEMORY})])
+            """
+        )
+    )
+    (root / "console_app.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            from deermem_middleware import MemoryConfig
+            from deermem_middleware.console import create_console_app
+            from deermem_middleware.runtime.service import MemoryService
+
+            engine = MemoryService.acquire({MEMORY})  # the agent's engine: the same config
+            tokens = {{os.environ["CONSOLE_TOKEN"]: ("sam", "edit")}}
+            app = create_console_app(engine, tokens=tokens)
+            """
+        )
+    )
+    (root / "langgraph.json").write_text(
+        json.dumps(
+            {
+                "dependencies": ["."],
+                "graphs": {"agent": "./graph.py:graph"},
+                "http": {"app": "./console_app.py:app"},
+            }
+        )
+    )
+
+
+def _run(base: str, text: str) -> None:
+    answer = httpx.post(
+        f"{base}/runs/wait",
+        json={
+            "assistant_id": "agent",
+            "input": {"messages": [{"role": "user", "content": text}]},
+            "config": {"configurable": {"user_id": "alice"}},
+        },
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_the_console_runs_as_a_langgraph_servers_custom_app(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph_api", reason="the dev extra installs langgraph-cli[inmem]")
+    _project(tmp_path)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    env = {
+        **os.environ,
+        "MEM_PATH": str(tmp_path / "memory"),
+        "CONSOLE_TOKEN": TOKEN,
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_NO_TELEMETRY": "1",
+    }
+    langgraph = Path(sys.executable).with_name("langgraph")
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+
+        assert httpx.get(f"{base}/api/users").status_code == 401  # the console's own auth
+        fact = {"id": "fact_go", "content": "Writes backend services in Go", "confidence": 0.9}
+        seeded = httpx.post(
+            f"{base}/api/import",
+            headers=AUTH,
+            json={"user": "alice", "document": {"facts": [fact]}},
+        )
+        assert seeded.status_code == 200, seeded.text
+
+        _run(base, "Which language should the worker use?")
+        (record,) = httpx.get(f"{base}/api/ledger", headers=AUTH).json()["records"]
+        assert record["user"] == "alice"
+        assert [f["content"] for f in record["facts"]] == ["Writes backend services in Go"]
+
+        facts = httpx.get(f"{base}/api/facts", params={"user": "alice"}, headers=AUTH).json()
+        edited = httpx.patch(
+            f"{base}/api/facts/fact_go",
+            headers=AUTH,
+            json={
+                "user": "alice",
+                "version": facts["facts"][0]["version"],
+                "content": "Writes backend services in Rust",
+            },
+        )
+        assert edited.status_code == 200, edited.text
+        _run(base, "Which language should the worker use?")
+        latest = httpx.get(f"{base}/api/ledger", headers=AUTH).json()["records"][0]
+        assert [f["content"] for f in latest["facts"]] == ["Writes backend services in Rust"]
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    text = log.read_text()
+    assert "Loaded custom app from ./console_app.py:app" in text
+    assert "journaling the capture" not in text and "BlockingError" not in text, text[-3000:]
