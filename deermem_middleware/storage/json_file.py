@@ -61,7 +61,7 @@ try:  # POSIX only; elsewhere the in-process lock still applies
 except ImportError:  # pragma: no cover - exercised on Windows only
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["JSONFileStorage", "decode_name", "encode_name"]
+__all__ = ["JSONFileStorage", "decode_name", "encode_name", "is_file_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,25 @@ SCOPE_KEY = "scope"
 """Whose document this is, stored in the file so hashed (very long) names stay listable."""
 _SAFE = re.compile(r"[A-Za-z0-9_\-.]")
 _HEX = frozenset("0123456789abcdefABCDEF")
+
+
+_QUARANTINED = re.compile(r"\.corrupted-\d{8}T\d{12}Z")
+_TEMP = re.compile(r"\.[A-Za-z0-9_]+\.tmp")
+
+
+def is_file_of(name: str, document: str) -> bool:
+    """True when the file ``name`` is the document ``document`` or one of the files this storage
+    writes beside it: its ``.lock``, a quarantined ``.corrupted-<UTC time>`` copy, a
+    ``.<document>.<random>.tmp`` write in progress. Exact shapes, not a prefix: agent
+    ``coder``'s ``coder.json.`` prefix also starts agent ``coder.json``'s document
+    (``coder.json.json``) and agent ``coder.json.v2``'s, and forgetting ``coder`` deleted them."""
+    if name in (document, f"{document}.lock"):
+        return True
+    if name.startswith(f"{document}."):
+        return _QUARANTINED.fullmatch(name[len(document) :]) is not None
+    if name.startswith(f".{document}."):
+        return _TEMP.fullmatch(name[len(document) + 1 :]) is not None
+    return False
 
 
 def encode_name(name: str) -> str:
@@ -415,11 +434,8 @@ class JSONFileStorage(MemoryStorage):
             self._remove_tree(pending, receipt)
             return receipt
         agent = file_name(agent_name)
-        stem = f"{agent}.json"
         copies = sorted(documents.iterdir()) if documents.is_dir() else []
-        copies = [
-            p for p in copies if p.name == stem or p.name.startswith((f"{stem}.", f".{stem}."))
-        ]
+        copies = [p for p in copies if is_file_of(p.name, f"{agent}.json")]
         for folder, doomed in ((documents, copies), (pending, [pending / agent])):
             for path in doomed:
                 self._remove_tree(path, receipt)
