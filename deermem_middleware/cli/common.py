@@ -8,7 +8,6 @@ import contextlib
 import json
 import textwrap
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -106,8 +105,7 @@ def _middleware(args: argparse.Namespace) -> MemoryService:
     module): no scheduler is started, and agents' engines are not touched."""
     from pydantic import ValidationError
 
-    from deermem_middleware.config import MemoryConfig, default_config_path, load_memory_config
-    from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.runtime.tool import tool_config, tool_engine
     from deermem_middleware.storage.base import MemoryScope
 
     user = getattr(args, "user", None)
@@ -117,17 +115,13 @@ def _middleware(args: argparse.Namespace) -> MemoryService:
         except ValueError as exc:
             raise UsageError(f"--user: {exc}") from None
     agent = getattr(args, "agent", None)
-    path = Path(args.config) if args.config else default_config_path()
     try:
-        config = (
-            load_memory_config(path, agent_name=agent) if path else MemoryConfig(agent_name=agent)
-        )
+        config = tool_config(args.config, agent)
     except ValidationError as exc:  # only the in-code default config: file errors are ConfigError
         raise UsageError(f"--agent: {exc.errors()[0]['msg']}") from None
     args.memory_enabled = config.enabled  # the tool's own copy has memory off (see module)
-    tool_config = config.model_copy(update={"enabled": False})
     try:
-        return MemoryService(tool_config, agent_name=agent)
+        return tool_engine(config, agent)
     except (ImportError, ValueError) as exc:  # a missing extra, a bad $DEERMEM_EMBEDDINGS
         raise UsageError(str(exc)) from None
 

@@ -1,14 +1,9 @@
 """``deermem stats``: per user and agent, facts by status and category, confidences, sizes, pending
-work (each scope's numbers are :func:`~deermem_middleware.runtime.stats.scope_stats`)."""
+work (the items are :func:`~deermem_middleware.runtime.stats.stats_items`)."""
 
 from __future__ import annotations
 
 import argparse
-from collections import Counter
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from deermem_middleware.storage.base import MemoryScope
 
 from deermem_middleware.cli.common import _dump, _opened, _storage_where
 
@@ -16,24 +11,12 @@ __all__: list[str] = []  # private: the command is the interface
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from deermem_middleware.runtime.stats import scope_stats
+    from deermem_middleware.runtime.stats import stats_items
 
     with _opened(args) as middleware:
         storage = middleware.storage
         agent_name = middleware.agent_name if args.agent is not None else None
-        pending: Counter[MemoryScope] = Counter()
-        if middleware.journal is not None:
-            pending.update(e.scope for e in middleware.journal.entries())
-        from deermem_middleware.console.audit import RESERVED_USER  # the console's audit log
-
-        scopes = sorted(s for s in {*storage.list_scopes(), *pending} if s.user_id != RESERVED_USER)
-        scopes = [
-            s
-            for s in scopes
-            if (args.user is None or s.user_id == args.user)
-            and (agent_name is None or s.agent_name == agent_name)
-        ]
-        items = [scope_stats(storage, scope, pending[scope]) for scope in scopes]
+        items = stats_items(storage, middleware.journal, user=args.user, agent=agent_name)
         where = _storage_where(storage)
     if args.json:
         print(_dump(items))

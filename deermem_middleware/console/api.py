@@ -39,9 +39,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
-from deermem_middleware.console.audit import RESERVED_USER, AuditEntry
+from deermem_middleware.console.audit import AuditEntry
 from deermem_middleware.console.errors import ApiError, error_response, json_error
-from deermem_middleware.console.state import Caller, Console
+from deermem_middleware.console.state import Caller, Console, read_body
 from deermem_middleware.console.views import (
     STATUSES,
     counts,
@@ -53,9 +53,15 @@ from deermem_middleware.console.views import (
     profile_view,
     sort_facts,
 )
-from deermem_middleware.memory.document import MAX_FACT_CHARS, Fact, Memory, new_fact_id
+from deermem_middleware.memory.document import (
+    MAX_FACT_CHARS,
+    Fact,
+    Memory,
+    new_fact_id,
+    utc_now_iso,
+)
 from deermem_middleware.memory.manual import add_fact, edit_fact, find_fact, remove_fact
-from deermem_middleware.storage.base import MemoryScope
+from deermem_middleware.storage.base import RESERVED_USER, MemoryScope
 
 __all__ = ["console_router"]
 
@@ -132,12 +138,10 @@ def _route_class(console: Console) -> type[APIRoute]:
                         return json_error(400, "Content-Length is not a number", "body")
                     if int(declared) > limit:
                         return too_big
-                body = bytearray()
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > limit:
-                        return too_big
-                request._body = bytes(body)  # FastAPI reads the body from here
+                body = await read_body(request, limit)
+                if body is None:
+                    return too_big
+                request._body = body  # FastAPI reads the body from here
                 try:
                     return await handler(request)
                 except Exception as exc:
@@ -175,21 +179,24 @@ def console_router(console: Console) -> APIRouter:
     def view(fact: Fact) -> dict[str, Any]:
         return fact_view(fact, console.clock(), service.config.fact_half_life_days or None)
 
-    def audit(who: Caller, action: str, scope: MemoryScope, **fields: Any) -> None:
+    def now() -> str:
+        return utc_now_iso(console.clock())
+
+    def audit(
+        who: Caller, action: str, scope: MemoryScope, *, all_agents: bool = False, **fields: Any
+    ) -> None:
+        """Log a change to ``scope`` (to every agent of its user with ``all_agents``)."""
         console.audit.record(
             AuditEntry(
-                at=console.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                at=now(),
                 operator=who.operator.name,
                 role=who.operator.role,
                 action=action,
                 user=scope.user_id,
-                agent=scope.agent_name,
+                agent=None if all_agents else scope.agent_name,
                 **fields,
             )
         )
-
-    def now() -> str:
-        return console.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def scopes_of(who: Caller) -> list[MemoryScope]:
         return sorted(
@@ -444,17 +451,7 @@ def console_router(console: Console) -> APIRouter:
         redacted = console.audit.forget(scope.user_id, agent)
         if redacted:
             lines = [*lines, f"audit log: removed the texts of {redacted} entry(ies)"]
-        console.audit.record(
-            AuditEntry(
-                at=now(),
-                operator=who.operator.name,
-                role=who.operator.role,
-                action="forget",
-                user=scope.user_id,
-                agent=agent,
-                detail="; ".join(lines),
-            )
-        )
+        audit(who, "forget", scope, all_agents=agent is None, detail="; ".join(lines))
         return {"user": scope.user_id, "agent": agent, "receipt": lines}
 
     # -- interchange ----------------------------------------------------------------------
@@ -535,23 +532,13 @@ def console_router(console: Console) -> APIRouter:
 
     @router.get("/api/stats", summary="Per user and agent: facts, sizes, injections")
     def stats(who: Who, user: str | None = None) -> dict[str, Any]:
-        from deermem_middleware.runtime.stats import scope_stats
+        from deermem_middleware.runtime.stats import stats_items
 
-        pending: dict[MemoryScope, int] = {}
-        if service.journal is not None:
-            for entry in service.journal.entries():
-                pending[entry.scope] = pending.get(entry.scope, 0) + 1
-        scopes = sorted(
-            {
-                *scopes_of(who),
-                *(s for s in pending if who.operator.can_see(s.user_id)),
-            }
+        items = stats_items(
+            service.storage, service.journal, user=user, visible=who.operator.can_see
         )
-        if user is not None:
-            scopes = [s for s in scopes if s.user_id == user]
-        items = [scope_stats(service.storage, s, pending.get(s, 0)) for s in scopes]
         return {
-            "users": len({s.user_id for s in scopes}),
+            "users": len({i["user"] for i in items}),
             "documents": len(items),
             "facts": sum(i.get("facts", 0) for i in items),
             "injections": sum(i.get("injections", 0) for i in items),

@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from deermem_middleware.console.api import console_router
 from deermem_middleware.console.auth import ConsoleAuth, Operator, Role
 from deermem_middleware.console.errors import json_error
-from deermem_middleware.console.state import COOKIE, Console
+from deermem_middleware.console.state import COOKIE, Console, read_body
 
 __all__ = ["SECURITY_HEADERS", "create_console_app"]
 
@@ -83,9 +83,9 @@ def create_console_app(
     ``app.state.console.auth.issue_link(...)`` (what ``deermem console`` does).
     """
     if service is None:
-        from deermem_middleware.console.engine import tool_engine
+        from deermem_middleware.runtime.tool import tool_config, tool_engine
 
-        service = tool_engine(config_path)
+        service = tool_engine(tool_config(config_path))
     if auth is None:
         auth = ConsoleAuth()
         if operators is not None:
@@ -168,11 +168,9 @@ def create_console_app(
 
     @app.post("/login", include_in_schema=False)
     async def login_form(request: Request) -> Response:
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > _MAX_LOGIN_BODY:
-                return _login_page("The form was too large.", 413)
+        body = await read_body(request, _MAX_LOGIN_BODY)
+        if body is None:
+            return _login_page("The form was too large.", 413)
         token = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0].strip()
         session = console.auth.login(token)
         if session is None:

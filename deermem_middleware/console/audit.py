@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from deermem_middleware.memory.document import Memory
-from deermem_middleware.storage.base import MemoryScope, MemoryStorage
+from deermem_middleware.storage.base import RESERVED_USER, MemoryScope, MemoryStorage
 
 __all__ = [
     "AUDIT_KEY",
@@ -42,7 +42,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-RESERVED_USER: Final = "__deermem_console__"
 AUDIT_SCOPE: Final = MemoryScope(RESERVED_USER, "audit")
 AUDIT_KEY: Final = "consoleAudit"
 DEFAULT_MAX_ENTRIES: Final = 500

@@ -23,13 +23,31 @@ from deermem_middleware.console.errors import ApiError
 from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.storage.base import MemoryScope
 
-__all__ = ["COOKIE", "CSRF_HEADER", "DEFAULT_MAX_BODY_BYTES", "Caller", "Console"]
+__all__ = [
+    "COOKIE",
+    "CSRF_HEADER",
+    "DEFAULT_MAX_BODY_BYTES",
+    "Caller",
+    "Console",
+    "read_body",
+]
 
 COOKIE: Final = "deermem_console"
 CSRF_HEADER: Final = "X-CSRF-Token"
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 """The largest request body (an import of a few thousand facts fits); larger gets a 413."""
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, read as it streams in; None as soon as it passes ``limit`` bytes
+    (a declared Content-Length is not trusted: a chunked body has none)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +109,14 @@ class Console:
 
     def scope(self, caller: Caller, user: str, agent: str | None) -> MemoryScope:
         """The (user, agent) a request names, if the caller may see that user."""
+        if not user:  # the engine would read "" as its default user
+            raise ApiError(400, "user: required, a non-empty user id", "user")
         if user == RESERVED_USER:
             raise ApiError(400, f"user: {RESERVED_USER!r} is reserved for the console", "user")
         try:
             scope = self.service.scope(user, agent or None)
         except ValueError as exc:
             raise ApiError(400, f"user/agent: {exc}", "user") from None
-        if not user:
-            raise ApiError(400, "user: required, a non-empty user id", "user")
         if not caller.operator.can_see(scope.user_id):
             raise ApiError(
                 403, f"operator {caller.operator.name!r} may not see user {scope.user_id!r}", "user"

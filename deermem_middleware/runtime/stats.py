@@ -12,11 +12,43 @@ import contextlib
 import json
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from deermem_middleware.storage.base import CorruptedMemoryError, MemoryScope, MemoryStorage
+from deermem_middleware.storage.base import (
+    RESERVED_USER,
+    CorruptedMemoryError,
+    MemoryScope,
+    MemoryStorage,
+)
+from deermem_middleware.storage.journal import PendingJournal
 
-__all__ = ["scope_stats"]
+__all__ = ["scope_stats", "stats_items"]
+
+
+def stats_items(
+    storage: MemoryStorage,
+    journal: PendingJournal | None,
+    *,
+    user: str | None = None,
+    agent: str | None = None,
+    visible: Callable[[str], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`scope_stats` of every scope with a document or a pending capture, sorted; only
+    ``user``'s and ``agent``'s when given, only users ``visible(user_id)`` accepts, never the
+    console's own documents (:data:`RESERVED_USER`)."""
+    pending: Counter[MemoryScope] = Counter()
+    if journal is not None:
+        pending.update(e.scope for e in journal.entries())
+    scopes = sorted(
+        s
+        for s in {*storage.list_scopes(), *pending}
+        if s.user_id != RESERVED_USER
+        and (user is None or s.user_id == user)
+        and (agent is None or s.agent_name == agent)
+        and (visible is None or visible(s.user_id))
+    )
+    return [scope_stats(storage, s, pending[s]) for s in scopes]
 
 
 def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dict[str, Any]:

@@ -48,6 +48,9 @@ def is_encodable(text: str) -> bool:
 
 DEFAULT_USER = "default"
 DEFAULT_AGENT = "__default__"
+RESERVED_USER = "__deermem_console__"
+"""The user id of the memory console's own documents (its audit log) in a storage: not a person,
+so listings of users leave it out."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
