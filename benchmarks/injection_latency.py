@@ -210,9 +210,9 @@ def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
 
     # index builds: cold, then a new revision with 5 more facts (a fresh selector each time so
     # the revision cache cannot answer; the per-text analysis cache is what makes it cheap)
-    from deermem_middleware.retrieval import selector as selection
+    from deermem_middleware.retrieval import lexical as lexical_module
 
-    selection._ANALYZER = selection._Analyzer()  # cold: nothing analysed yet
+    lexical_module._ANALYZER = lexical_module._Analyzer()  # cold: nothing analysed yet
     start = time.perf_counter()
     FactSelector(params).index("u", memory)
     build_cold_ms = (time.perf_counter() - start) * 1000

@@ -7,7 +7,10 @@ Two hooks, both cheap on the hot path:
   that call only* (``request.override``); nothing is written into the thread's ``messages``.
 - ``after_agent`` / ``aafter_agent`` — **capture**: once per agent turn, the conversation is
   filtered and handed to the engine's per-thread debounce scheduler. The LLM extraction runs
-  later, in the background; ``flush()`` forces it.
+  later, in the background; ``flush()`` forces it. First the turn's answer is compared with the
+  facts injected for it (the usage signal: which facts it used, counted per fact) — once per
+  turn rather than per model call (``after_model``), since only the final answer says what was
+  used, and in memory: no model call, no I/O.
 
 The middleware is a thin face over :class:`~deermem_middleware.runtime.MemoryService`: every
 middleware built with the same configuration (and model, storage, embeddings objects) shares one
@@ -394,12 +397,10 @@ class MemoryMiddleware(AgentMiddleware):
             engine, agent = self._engine_for(resolve_agent_name(runtime, config), user_id)
             if not engine.active:
                 return None
-            engine.capture(
-                state.get("messages", []),
-                user_id=user_id,
-                thread_id=resolve_thread_id(runtime, config),
-                agent_name=agent,
-            )
+            messages = state.get("messages", [])
+            thread_id = resolve_thread_id(runtime, config)
+            engine.note_answer(messages, user_id=user_id, thread_id=thread_id, agent_name=agent)
+            engine.capture(messages, user_id=user_id, thread_id=thread_id, agent_name=agent)
         except Exception:
             logger.exception("memory capture failed; the conversation was not queued")
         return None

@@ -9,7 +9,7 @@ So the pair works like this::
     nodes = MemoryNodes(MemoryMiddleware.from_config("config.yaml", agent_name="coder"))
     builder.add_node("memory_inject", nodes.inject)    # writes state["memory_context"]
     builder.add_node("model", call_model)              # uses nodes.with_memory(state)
-    builder.add_node("memory_capture", nodes.capture)  # queues the turn, writes nothing
+    builder.add_node("memory_capture", nodes.capture)  # usage signal, queues the turn; no writes
     builder.add_edge(START, "memory_inject"); builder.add_edge("memory_inject", "model")
     builder.add_edge("model", "memory_capture"); builder.add_edge("memory_capture", END)
 
@@ -153,11 +153,11 @@ class MemoryNodes:
         if is_delegated_run(runtime, config or {}):
             return {}  # a subagent's run: its "user" message is the lead agent's instruction
         try:
-            self.service.capture(
-                _messages(state, self.messages_key),
-                user_id=resolve_user_id(runtime, config or {}),
-                thread_id=resolve_thread_id(runtime, config or {}),
-            )
+            messages = _messages(state, self.messages_key)
+            user_id = resolve_user_id(runtime, config or {})
+            thread_id = resolve_thread_id(runtime, config or {})
+            self.service.note_answer(messages, user_id=user_id, thread_id=thread_id)
+            self.service.capture(messages, user_id=user_id, thread_id=thread_id)
         except Exception:
             logger.exception("memory capture failed; the conversation was not queued")
         return {}

@@ -186,6 +186,14 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
+_ROUTE_NAMES = {"lexical": "lex", "semantic": "sem", "entity": "ent", "guaranteed": "g"}
+
+
+def _routes(routes: dict[str, float]) -> str:
+    """The routes that found a fact, short ("lex+sem+ent"); "-" when only the sum did."""
+    return "+".join(_ROUTE_NAMES.get(name, name) for name in routes) or "-"
+
+
 def _explain(args: argparse.Namespace) -> int:
     from deermem_middleware.injection.explain import explain_report
 
@@ -209,6 +217,15 @@ def _explain(args: argparse.Namespace) -> int:
     print(relevance)
     if time_route:
         print(f"time = {time_route}")
+    entity_route = report.get("entityRoute")
+    if entity_route:
+        print(
+            "entity = the share of the message's entities a fact names: "
+            + ", ".join(entity_route["entities"])
+        )
+    for rule in report.get("recallRules", []):
+        state = "applies" if rule["applies"] else "does not apply"
+        print(f"rule {rule['rule']} ({state})")
     print(
         "confidence = the stored confidence decayed by the fact's category half-life since it "
         "was last used, confirmed or injected (the conf column shows the value used)"
@@ -235,6 +252,7 @@ def _explain(args: argparse.Namespace) -> int:
             *(["recency"] if recency_on else []),
             *(["time"] if time_on else []),
             "score",
+            "routes",
             "tokens",
             "in block",
             "content",
@@ -250,6 +268,7 @@ def _explain(args: argparse.Namespace) -> int:
                 *([number(r["recency"], 2)] if recency_on else []),
                 *([number(r["time"], 2)] if time_on else []),
                 number(r["score"]),
+                _routes(r["routes"]),
                 str(r["tokens"]),
                 ("yes" if r["inBlock"] else "no") + (" (guaranteed)" if r["guaranteed"] else ""),
                 _clip(r["content"], 48),

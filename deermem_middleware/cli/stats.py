@@ -1,5 +1,6 @@
 """``deermem stats``: per user and agent, facts by status and category, confidences, sizes, pending
-work (the items are :func:`~deermem_middleware.runtime.stats.stats_items`)."""
+work, and the hit rate of the usage signal — facts used / facts injected (the items are
+:func:`~deermem_middleware.runtime.stats.stats_items`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ __all__: list[str] = []  # private: the command is the interface
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from deermem_middleware.runtime.stats import stats_items
+    from deermem_middleware.runtime.stats import describe_hit_rate, stats_items
 
     with _opened(args) as middleware:
         storage = middleware.storage
@@ -44,4 +45,5 @@ def _stats(args: argparse.Namespace) -> int:
                 f"  confidence min {conf['min']:.2f}, median {conf['median']:.2f}, "
                 f"max {conf['max']:.2f}; injections {item['injections']}"
             )
+            print(f"  {describe_hit_rate(item['used'], item['injections'])}")
     return 0

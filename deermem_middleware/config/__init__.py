@@ -17,6 +17,7 @@ from deermem_middleware.config.models import (
     EmbeddingsConfig,
     MemoryConfig,
     ModelConfig,
+    RecallRuleConfig,
     StorageConfig,
 )
 
@@ -29,6 +30,7 @@ __all__ = [
     "EmbeddingsConfig",
     "MemoryConfig",
     "ModelConfig",
+    "RecallRuleConfig",
     "StorageConfig",
     "build_class_model",
     "default_config_path",

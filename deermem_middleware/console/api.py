@@ -570,6 +570,7 @@ def console_router(console: Console) -> APIRouter:
                             "relevance": f.relevance,
                             "confidence": f.confidence,
                             "guaranteed": f.guaranteed,
+                            "routes": dict(f.routes),
                         }
                         for f in r.facts
                     ],

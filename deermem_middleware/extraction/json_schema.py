@@ -14,6 +14,8 @@ from deermem_middleware.memory.document import (
     FACT_CATEGORIES,
     HISTORY_FIELDS,
     MAX_DATE_CHARS,
+    MAX_ENTITIES,
+    MAX_ENTITY_CHARS,
     MAX_FACT_CHARS,
     MAX_FACTS_PER_UPDATE,
     MAX_REMOVALS_PER_UPDATE,
@@ -130,6 +132,13 @@ def update_json_schema(
                             'Last day a short-lived fact holds, as an ISO date; "" otherwise.',
                             caps=string_caps,
                         ),
+                        "entities": {
+                            "type": "array",
+                            "maxItems": MAX_ENTITIES,
+                            "items": _string(MAX_ENTITY_CHARS, "A name.", caps=string_caps),
+                            "description": "People, products and places the fact names; "
+                            "may be empty.",
+                        },
                     },
                     "required": [
                         "content",
@@ -139,6 +148,7 @@ def update_json_schema(
                         "supersedes",
                         "eventAt",
                         "validUntil",
+                        "entities",
                     ],
                     "additionalProperties": False,
                 },

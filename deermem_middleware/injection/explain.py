@@ -23,6 +23,7 @@ from langchain_core.messages import HumanMessage
 from deermem_middleware.injection.render import escape_memory_text, fact_line
 from deermem_middleware.injection.tokens import make_token_counter
 from deermem_middleware.memory.time import TimeIntent, query_time_intent
+from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
 
 if TYPE_CHECKING:
     from deermem_middleware.config import MemoryConfig
@@ -65,6 +66,12 @@ def _score_formula(params: SelectionParams, time_route: str) -> str:
         )
     if time_route:
         formula += f" + {params.time_weight:.2f} × time"
+    if params.method == "deermem" and params.usage_weight > 0:
+        formula += f" + {params.usage_weight:.2f} × usage"
+    if params.method == "deermem" and params.entity_weight > 0:
+        formula += f" + {params.entity_weight:.2f} × entity"
+    if params.recall_rules:
+        formula += f" + {params.rule_weight:.2f} × rule"
     return formula
 
 
@@ -129,11 +136,13 @@ def explain_report(
     The JSON-ready report ``deermem explain --json`` prints: ``user``, ``agent``, ``message``,
     ``injectionEnabled``, ``formula`` (score and relevance, joined by ``"; "``), ``relevance``
     (the relevance part alone), ``timeRoute`` (what the time route does for this message, or
-    None), ``activeFacts``, ``topK``, ``facts`` (the guaranteed facts shown, then every relevance
-    pick offered to the renderer, best first, with score parts, tokens, ``inBlock`` and a
-    ``reason``), ``others`` (every other stored fact: ``id``, ``content``, ``category``,
-    ``status``, ``reason``), ``blockTokens``, ``maxInjectionTokens``, ``tokenCounting`` and
-    ``block`` (the exact text).
+    None), ``entityRoute`` (the message's entities found among the facts' and the route's
+    weight, or None), ``recallRules`` (every configured rule in words, and whether it
+    applies), ``activeFacts``, ``topK``, ``facts`` (the guaranteed facts shown, then every
+    relevance pick offered to the renderer, best first, with score parts, ``routes`` (which
+    routes found it, with their raw scores), tokens, ``inBlock`` and a ``reason``), ``others``
+    (every other stored fact: ``id``, ``content``, ``category``, ``status``, ``reason``),
+    ``blockTokens``, ``maxInjectionTokens``, ``tokenCounting`` and ``block`` (the exact text).
 
     The document is loaded once, so the rows and ``others`` describe the same revision. The
     selection uses whatever index the service holds: call ``service.warm_up`` first for the
@@ -173,6 +182,9 @@ def explain_report(
                 "recency": recency,
                 "time": None if is_guaranteed else scored.time,
                 "placedAfter": None if is_guaranteed else scored.after,
+                "entity": None if is_guaranteed else scored.entity,
+                "rule": None if is_guaranteed else scored.rule,
+                "routes": {"guaranteed": 1.0} if is_guaranteed else dict(scored.routes),
                 "score": None if is_guaranteed else scored.score,
                 "tokens": count(line or ""),
                 "inBlock": shown,
@@ -200,6 +212,16 @@ def explain_report(
         if f.id not in listed
     ]
     time_route = describe_intent(intent) if params.time_weight > 0 else ""
+    entities: list[str] = []
+    if params.method == "deermem" and params.entity_weight > 0:
+        active = [f for f in memory.facts if f.status == "active"]
+        entities = EntityIndex(
+            [(*f.entities, *extract_entities(f.content)) for f in active]
+        ).matches(message)
+    rules = [
+        {"name": rule.name, "rule": rule.describe(), "applies": rule.applies(message)}
+        for rule in params.recall_rules
+    ]
     formula = _score_formula(params, time_route)
     relevance = _relevance_formula(params, selector.semantic)
     enabled = config.injection_enabled if injection_enabled is None else injection_enabled
@@ -211,6 +233,10 @@ def explain_report(
         "formula": f"{formula}; {relevance}",
         "relevance": relevance,
         "timeRoute": time_route or None,
+        "entityRoute": (
+            {"entities": entities, "weight": params.entity_weight} if entities else None
+        ),
+        "recallRules": rules,
         "activeFacts": sum(1 for f in memory.facts if f.status == "active"),
         "topK": params.top_k,
         "facts": rows,

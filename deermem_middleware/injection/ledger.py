@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -26,6 +26,11 @@ __all__ = ["InjectedFact", "InjectionLedger", "InjectionRecord"]
 
 logger = logging.getLogger(__name__)
 
+MAX_OPEN_TURNS = 4096
+"""Threads whose injected facts wait for their turn's answer (:meth:`InjectionLedger.take_turn`);
+beyond it the oldest are dropped: a turn whose answer never came (the model raised) must not
+keep its facts forever."""
+
 
 @dataclass(frozen=True, slots=True)
 class InjectedFact:
@@ -37,6 +42,9 @@ class InjectedFact:
     semantic: float | None
     confidence: float
     guaranteed: bool
+    routes: tuple[tuple[str, float], ...] = ()
+    """Which routes found the fact, with their raw scores (``ScoredFact.routes``);
+    ``(("guaranteed", 1.0),)`` for a fact of a guaranteed category."""
 
     @classmethod
     def of(cls, scored: ScoredFact, *, guaranteed: bool) -> InjectedFact:
@@ -49,6 +57,7 @@ class InjectedFact:
             scored.semantic,
             scored.fact.confidence,
             guaranteed,
+            (("guaranteed", 1.0),) if guaranteed else scored.routes,
         )
 
 
@@ -65,7 +74,9 @@ class InjectionRecord:
 class InjectionLedger:
     """What went into which model call: the most recent records, listeners, and per-fact
     injection counts waiting to be saved with the next update (``injections``,
-    ``lastInjectedAt``: decay counts from a fact's last use, and eviction keeps used facts).
+    ``lastInjectedAt``: decay counts from a fact's last use, and eviction keeps used facts),
+    and the facts each thread's answer is still to be compared with (:meth:`take_turn`) and the
+    ``used`` counts of those that answer used (:meth:`record_use`, the usage signal).
     Thread-safe: model calls record, update workers fold the counts in."""
 
     def __init__(self, maxlen: int = 256) -> None:
@@ -73,6 +84,11 @@ class InjectionLedger:
         """The most recent injections, oldest first."""
         self._listeners: list[Callable[[InjectionRecord], None]] = []
         self._usage: dict[MemoryScope, dict[str, tuple[int, str]]] = {}
+        self._used: dict[MemoryScope, dict[str, int]] = {}
+        self._turns: collections.OrderedDict[tuple[MemoryScope, str | None], dict[str, str]] = (
+            collections.OrderedDict()
+        )
+        """Per (scope, thread): the facts injected since that thread's last answer, id → text."""
         self._lock = threading.Lock()
 
     def add_listener(self, listener: Callable[[InjectionRecord], None]) -> None:
@@ -99,6 +115,12 @@ class InjectionLedger:
             for item in record.facts:
                 count, _ = usage.get(item.fact_id, (0, stamp))
                 usage[item.fact_id] = (count + 1, stamp)
+            if record.facts:
+                turn = self._turns.setdefault((scope, record.thread_id), {})
+                self._turns.move_to_end((scope, record.thread_id))
+                turn.update((item.fact_id, item.content) for item in record.facts)
+                while len(self._turns) > MAX_OPEN_TURNS:
+                    self._turns.popitem(last=False)
         logger.debug(
             "memory inject: user %r agent %r, %d fact(s) (%d guaranteed), %d tokens",
             scope.user_id,
@@ -114,22 +136,47 @@ class InjectionLedger:
                 logger.exception("injection listener %r failed", listener)
         return record
 
+    def take_turn(self, scope: MemoryScope, thread_id: str | None) -> list[tuple[str, str]]:
+        """The facts (id, text) injected for ``scope`` in ``thread_id`` since the last call for
+        that thread — the model calls of the turn that just ended — and forget them. A thread-less
+        run (no checkpointer) shares the ``None`` thread with the scope's other such runs."""
+        with self._lock:
+            turn = self._turns.pop((scope, thread_id), None)
+        return list(turn.items()) if turn else []
+
+    def record_use(self, scope: MemoryScope, fact_ids: Iterable[str]) -> None:
+        """Note that the answer of a turn used these facts (``used``, saved with the next update
+        like the injection counts). A fact is counted once per call: pass each turn's uses once."""
+        ids = set(fact_ids)
+        if not ids:
+            return
+        with self._lock:
+            used = self._used.setdefault(scope, {})
+            for fact_id in ids:
+                used[fact_id] = used.get(fact_id, 0) + 1
+
     def annotate(self, scope: MemoryScope, memory: Memory) -> Memory:
-        """Fold the injection counts gathered since the last save into the facts (best effort:
-        counts of an update that then fails to save are dropped)."""
+        """Fold the injection and use counts gathered since the last save into the facts (best
+        effort: counts of an update that then fails to save are dropped)."""
         with self._lock:
             usage = self._usage.pop(scope, None)
-        if not usage:
+            used = self._used.pop(scope, None)
+        if not usage and not used:
             return memory
+        usage = usage or {}
+        used = used or {}
         facts = []
         for fact in memory.facts:
             seen = usage.get(fact.id)
-            if seen is None:
+            uses = used.get(fact.id, 0)
+            if seen is None and not uses:
                 facts.append(fact)
-            else:
-                facts.append(
-                    fact.model_copy(
-                        update={"injections": fact.injections + seen[0], "lastInjectedAt": seen[1]}
-                    )
-                )
+                continue
+            update: dict[str, object] = {}
+            if seen is not None:
+                update["injections"] = fact.injections + seen[0]
+                update["lastInjectedAt"] = seen[1]
+            if uses:
+                update["used"] = fact.used + uses
+            facts.append(fact.model_copy(update=update))
         return memory.model_copy(update={"facts": tuple(facts)})

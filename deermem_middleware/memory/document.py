@@ -38,6 +38,8 @@ __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_FIELDS",
     "MAX_DATE_CHARS",
+    "MAX_ENTITIES",
+    "MAX_ENTITY_CHARS",
     "MAX_FACTS_PER_UPDATE",
     "MAX_FACT_CHARS",
     "MAX_REMOVALS_PER_UPDATE",
@@ -238,6 +240,31 @@ def _clamp_count(value: Any) -> Any:
 
 _COUNT = BeforeValidator(_clamp_count)
 
+MAX_ENTITIES: Final = 12
+MAX_ENTITY_CHARS: Final = 60
+
+
+def _entity_list(value: Any) -> Any:
+    """Entities as a model or a hand-edited file wrote them, made usable, never a reason to
+    reject the fact: one string becomes a list, non-strings and blanks are dropped, each is
+    case-folded and cut to :data:`MAX_ENTITY_CHARS`, duplicates collapse, the list is capped at
+    :data:`MAX_ENTITIES`."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        return ()
+    names: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            continue
+        name = " ".join(_clean_text(item).split()).casefold()[:MAX_ENTITY_CHARS].strip()
+        if name and not is_invisible(name) and name not in names:
+            names.append(name)
+    return tuple(names[:MAX_ENTITIES])
+
+
 _STORED = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
 
@@ -272,11 +299,13 @@ _LIFECYCLE_DEFAULTS: dict[str, Any] = {
     "confirmations": 0,
     "lastInjectedAt": None,
     "injections": 0,
+    "used": 0,
     "status": "active",
     "supersededBy": None,
     "manual": False,
     "eventAt": None,
     "validUntil": None,
+    "entities": (),
 }
 
 
@@ -309,6 +338,9 @@ class Fact(BaseModel):
     """How many times a later conversation confirmed it."""
     lastInjectedAt: str | None = None
     injections: Annotated[int, _COUNT] = 0
+    used: Annotated[int, _COUNT] = 0
+    """How many of the turns it was injected for had an answer that used it (estimated by
+    overlap: :mod:`deermem_middleware.memory.usage`); ``used / injections`` is its hit rate."""
     status: Literal["active", "superseded", "archived"] = "active"
     """Only ``active`` facts are injected; the others stay for audit."""
     supersededBy: str | None = None
@@ -323,6 +355,10 @@ class Fact(BaseModel):
     validUntil: str | None = None
     """The last day a transient fact holds ("is in Berlin this week"): after it the fact expires
     (archived, not deleted). None: the fact holds until something replaces it."""
+    entities: Annotated[tuple[str, ...], BeforeValidator(_entity_list)] = ()
+    """The people, products and places the fact names, as the extraction model listed them
+    (the entity route also finds them in the text by rule: see
+    :mod:`deermem_middleware.retrieval.entities`)."""
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: Any) -> Any:
@@ -333,7 +369,7 @@ class Fact(BaseModel):
         data = handler(self)
         if isinstance(data, dict):
             for key, default in _LIFECYCLE_DEFAULTS.items():
-                if key in data and data[key] == default:
+                if key in data and (data[key] == default or (default == () and not data[key])):
                     del data[key]
             for key in _OMIT_WHEN_NONE:
                 if key in data and data[key] is None:

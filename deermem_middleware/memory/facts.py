@@ -52,7 +52,7 @@ from deermem_middleware.memory.decay import (
     has_expired,
     last_used,
 )
-from deermem_middleware.memory.document import Fact, new_fact_id, utc_now_iso
+from deermem_middleware.memory.document import MAX_ENTITIES, Fact, new_fact_id, utc_now_iso
 from deermem_middleware.memory.time import resolve_relative_date
 from deermem_middleware.memory.update import NewFact
 
@@ -393,6 +393,7 @@ def apply_facts(
                 sourceKind=proposal.sourceKind or "inferred",
                 eventAt=event_at,
                 validUntil=proposal.validUntil,
+                entities=proposal.entities,
             )
             result.append(fact)
             matcher.added(len(result) - 1)
@@ -418,6 +419,9 @@ def apply_facts(
                     update["sourceKind"] = "stated"  # said outright now: never downgraded
                 if event_at and not known.eventAt:
                     update["eventAt"] = event_at
+                if proposal.entities and set(proposal.entities) - set(known.entities):
+                    merged = dict.fromkeys((*known.entities, *proposal.entities))
+                    update["entities"] = tuple(merged)[:MAX_ENTITIES]
                 if proposal.validUntil:  # the newest statement of a transient fact wins
                     update["validUntil"] = proposal.validUntil
                 elif has_expired(known, now):  # said again after it expired: it holds again

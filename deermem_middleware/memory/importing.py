@@ -45,6 +45,7 @@ LIFECYCLE_KEYS: Final = frozenset(
         "confirmations",
         "lastInjectedAt",
         "injections",
+        "used",
         "supersededBy",
         "manual",
     }

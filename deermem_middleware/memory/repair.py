@@ -282,7 +282,7 @@ class _FactReader:
             if value is not None and not isinstance(value, str):
                 record[name] = None
                 fix(name, f"{value!r} is not a string; removed")
-        for name in ("confirmations", "injections"):
+        for name in ("confirmations", "injections", "used"):
             value = record.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, int):
                 record[name] = 0

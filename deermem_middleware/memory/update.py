@@ -32,6 +32,7 @@ from deermem_middleware.memory.document import (
     SourceKind,
     _cap_list,
     _clean_text,
+    _entity_list,
     _truncate,
     coerce_confidence,
     is_invisible,
@@ -182,6 +183,9 @@ class NewFact(BaseModel):
     """When the event happened, as a (partial) ISO date; unreadable dates become None."""
     validUntil: Annotated[str | None, BeforeValidator(_event_date)] = None
     """Last day a transient fact holds; unreadable dates become None."""
+    entities: Annotated[tuple[str, ...], BeforeValidator(_entity_list)] = ()
+    """The people, products and places the fact names (optional; odd items are dropped, never
+    the fact)."""
 
     @field_validator("content", mode="after")
     @classmethod

@@ -58,7 +58,8 @@ from deermem_middleware.retrieval.scoring import (
     _cached_intent,
     newer_competitors_first,
     rank,
-    score_parts,
+    route_hits,
+    score_facts,
 )
 
 __all__ = ["FactSelector", "ScoredFact", "SelectionParams", "SelectionQuery"]
@@ -186,7 +187,7 @@ class FactSelector:
                 logger.exception("query embedding failed; selecting facts lexically")
                 primary_vector = context_vector = None
         intent = self._intent(query)
-        scores, relevance, lexical, semantic, bonus = score_parts(
+        parts = score_facts(
             index,
             query,
             self.params,
@@ -194,10 +195,11 @@ class FactSelector:
             context_vector=context_vector,
             intent=intent,
         )
+        scores, relevance = parts.score, parts.relevance
         picks = rank(index, scores, k)
         moved: dict[int, int] = {}
         if _about_the_present(intent) and self.params.competitors > 0 and len(picks) > 1:
-            if semantic is not None and index.dense is not None:
+            if parts.semantic is not None and index.dense is not None:
                 rows = index.dense[picks]
                 similarity = rows @ rows.T
             elif isinstance(index.lexical, CharNgramIndex):
@@ -212,24 +214,32 @@ class FactSelector:
                     self.params.competitors,
                     relevance[picks],
                 )
+        deermem = self.params.method == "deermem"
         recency = (
             index.recency(self.params.recency_half_life_days)
-            if self.params.recency_weight > 0 and self.params.method == "deermem"
+            if self.params.recency_weight > 0 and deermem
             else np.zeros(len(index))
         )
+        usage = index.usage if self.params.usage_weight > 0 and deermem else None
+        routes = route_hits(parts, picks, k, usage) if deermem else [()] * len(picks)
+        semantic = parts.semantic
         return [
             ScoredFact(
                 index.facts[i],
                 float(scores[i]),
                 float(relevance[i]),
-                float(lexical[i]),
+                float(parts.lexical[i]),
                 None if semantic is None else float(semantic[i]),
                 float(recency[i]),
                 float(index.confidence[i]),
-                float(bonus[i]),
+                float(parts.time[i]),
                 index.facts[moved[i]].id if i in moved else None,
+                usage=0.0 if usage is None else float(usage[i]),
+                entity=float(parts.entity[i]),
+                rule=parts.rule_names[i] if parts.rule is not None and parts.rule[i] else None,
+                routes=found,
             )
-            for i in picks
+            for i, found in zip(picks, routes, strict=True)
         ]
 
     def _intent(self, query: SelectionQuery) -> TimeIntent:

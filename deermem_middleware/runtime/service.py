@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -37,6 +38,7 @@ from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.conversation import filter_messages, has_enough_for_update
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.manual import ChangeRecord, gone_contents
+from deermem_middleware.memory.usage import FactUse, estimate_use, turn_answer
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
 from deermem_middleware.retrieval.selector import (
     FactSelector,
@@ -68,6 +70,20 @@ CHANGE_CONFLICTS = 5
 
 SchedulerKey = tuple[MemoryScope, str]
 UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
+
+
+def _store_embedder(store: EmbeddingStore) -> Callable[[Sequence[str]], np.ndarray]:
+    """The grounding gate's semantic support through the selection's embedding store: texts
+    are embedded once and cached, so a stored fact's vector is already there for selection."""
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        store.embed(texts)
+        vectors = store.vectors(texts)
+        if vectors is None:
+            raise RuntimeError("the embedding store could not keep these vectors")
+        return vectors
+
+    return embed
 
 
 class MemoryService:
@@ -111,8 +127,13 @@ class MemoryService:
         """What is injected for a conversation, and why (selection and rendering)."""
         self.injections = InjectionLedger()
         """What went into which model call, and the injection counts to save."""
+        store = self.selector.embeddings
         self.updater = MemoryUpdater(
-            self.storage, self._get_extractor, config, annotate=self.injections.annotate
+            self.storage,
+            self._get_extractor,
+            config,
+            annotate=self.injections.annotate,
+            embed=_store_embedder(store) if store is not None else None,
         )
         self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
         self._listeners: list[UpdateListener] = []
@@ -506,6 +527,42 @@ class MemoryService:
 
     def _record_injection(self, scope: MemoryScope, rendered: RenderedMemory) -> None:
         self.injections.record(scope, rendered)
+
+    def note_answer(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        thread_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> list[FactUse]:
+        """The usage signal of a turn that just ended: which of the facts injected for this
+        thread's model calls since its last answer the answer used (by overlap:
+        :mod:`~deermem_middleware.memory.usage`). Their ``used`` counts are saved with the next
+        update. In-memory work on the capture path (0.27 ms p50 for 15 facts and a 200-word
+        answer; fact texts are analysed once and cached); never raises: a failure is logged and
+        the turn goes on."""
+        try:
+            scope = self.scope(user_id, agent_name)
+            injected = self.injections.take_turn(scope, thread_id)
+            if not injected:
+                return []
+            answer = turn_answer(messages)
+            if not answer:
+                return []
+            uses = estimate_use(answer, injected, min_overlap=self.config.usage_min_overlap)
+            self.injections.record_use(scope, (u.fact_id for u in uses))
+            logger.debug(
+                "memory usage: user %r thread %r, %d of %d injected fact(s) used",
+                scope.user_id,
+                thread_id,
+                len(uses),
+                len(injected),
+            )
+            return uses
+        except Exception:
+            logger.exception("estimating which memory facts the answer used failed")
+            return []
 
     def report_injection_error(self, exc: Exception, user_id: str) -> None:
         """Log a failed injection: a corrupted file once per problem, anything else with a trace."""

@@ -23,7 +23,20 @@ from deermem_middleware.storage.base import (
 )
 from deermem_middleware.storage.journal import PendingJournal
 
-__all__ = ["scope_stats", "stats_items"]
+__all__ = ["describe_hit_rate", "hit_rate", "scope_stats", "stats_items"]
+
+
+def hit_rate(used: int, injections: int) -> float | None:
+    """The memory's hit rate: facts used / facts injected (None before any injection)."""
+    return used / injections if injections > 0 else None
+
+
+def describe_hit_rate(used: int, injections: int) -> str:
+    """``"hit rate 42 % (21 used / 50 injected)"``; ``"hit rate n/a (nothing injected yet)"``."""
+    rate = hit_rate(used, injections)
+    if rate is None:
+        return "hit rate n/a (nothing injected yet)"
+    return f"hit rate {100 * rate:.0f} % ({used:,} used / {injections:,} injected)"
 
 
 def stats_items(
@@ -56,8 +69,9 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
     description), ``pending`` (captures waiting in the journal, counted by the caller, who holds
     the journal), then ``revision``, ``lastUpdated``, ``bytes``, ``facts``, ``byStatus``,
     ``byCategory`` (both sorted by name), ``manual``, ``confidence`` (min, median, max; None
-    without facts) and ``injections``; or, when the document cannot be read, ``error`` in their
-    place.
+    without facts), ``injections``, ``used`` (injections whose turn's answer used the fact:
+    the usage signal) and ``hitRate`` (``used / injections``, None before any injection); or,
+    when the document cannot be read, ``error`` in their place.
 
     ``bytes`` is the file's size for a JSON-file storage (what is on disk, indentation included),
     else the size of the document as compact UTF-8 JSON.
@@ -75,6 +89,8 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
     except CorruptedMemoryError as exc:
         return {**item, "error": str(exc)}
     facts = stored.memory.facts
+    injections = sum(f.injections for f in facts)
+    used = sum(min(f.used, f.injections) for f in facts)
     confidences = sorted(f.confidence for f in facts)
     size = len(json.dumps(stored.memory.to_json_dict(), ensure_ascii=False).encode())
     if isinstance(storage, JSONFileStorage):
@@ -98,7 +114,9 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
                 if confidences
                 else None
             ),
-            "injections": sum(f.injections for f in facts),
+            "injections": injections,
+            "used": used,
+            "hitRate": hit_rate(used, injections),
         }
     )
     return item

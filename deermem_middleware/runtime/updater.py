@@ -1,15 +1,18 @@
-"""One memory update: load -> new turns only -> extract -> apply -> compare-and-set save.
+"""One memory update: load -> new turns only -> extract -> gate -> apply -> compare-and-set save.
 
 Runs on a scheduler worker thread. The LLM is called once per update; if another writer saved the
 same memory in the meantime the save raises ``RevisionConflict`` and the *same* extracted update is
 re-applied to the freshly loaded document (the other writer's sections and facts stay). The thread's
 watermark advances in the same atomic save, so a restart or a later capture never resends turns
-that are already in memory.
+that are already in memory. The write gates (:mod:`deermem_middleware.memory.gates`) run once,
+right after extraction; the gated update travels with the extraction to every re-apply and
+retried save.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,7 +24,10 @@ from deermem_middleware.extraction.extractor import ExtractionResult, MemoryExtr
 from deermem_middleware.memory.apply import ApplyReport, apply_update
 from deermem_middleware.memory.conversation import Turn, has_enough_for_update, turns_after
 from deermem_middleware.memory.document import Memory, Watermark, new_fact_id
+from deermem_middleware.memory.gates import GateReport, gate_update
+from deermem_middleware.memory.grounding import Embedder
 from deermem_middleware.memory.time import parse_timestamp
+from deermem_middleware.memory.update import MemoryUpdate
 from deermem_middleware.memory.watermark import advance_watermark
 from deermem_middleware.storage.base import (
     MemoryScope,
@@ -67,6 +73,11 @@ class Extracted:
     would be new now, it is extracted anew)."""
     attempts: int = 0
     """Saves that failed so far (the back-off grows with them)."""
+    update: MemoryUpdate | None = None
+    """The extraction's update after the write gates (None: not gated yet). Gated once, kept
+    for every re-apply after a conflict and every retried save."""
+    gates: GateReport | None = None
+    """What the write gates did (with ``update``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +119,18 @@ class UpdateOutcome:
     new_turns: int = 0
     report: ApplyReport = field(default_factory=ApplyReport)
     extraction: ExtractionResult | None = None
+    """What the model proposed (before the write gates)."""
     conflicts: int = 0
+    gates: GateReport | None = None
+    """What the write gates did to the proposed facts (see
+    :mod:`deermem_middleware.memory.gates`)."""
+
+    def summary(self) -> dict[str, int]:
+        """The apply counts (:meth:`ApplyReport.summary`) followed by the gates' counts."""
+        counts = self.report.summary()
+        if self.gates is not None:
+            counts.update(self.gates.summary())
+        return counts
 
 
 def _utc_now() -> datetime:
@@ -138,6 +160,7 @@ class MemoryUpdater:
         id_factory: Callable[[], str] = new_fact_id,
         max_conflict_retries: int = 200,
         annotate: Callable[[MemoryScope, Memory], Memory] | None = None,
+        embed: Embedder | None = None,
     ) -> None:
         self.storage = storage
         self._extractor = extractor
@@ -147,6 +170,8 @@ class MemoryUpdater:
         self._max_conflict_retries = max_conflict_retries
         self._annotate = annotate
         """Folds bookkeeping (e.g. injection counts) into a document that is being saved."""
+        self._embed = embed
+        """Optional semantic support for the grounding gate (texts in, vectors out)."""
         self._scope_locks = [threading.Lock() for _ in range(64)]  # striped: bounded memory
         self._trim_reported: set[MemoryScope] = set()
         self._trim_lock = threading.Lock()
@@ -195,9 +220,11 @@ class MemoryUpdater:
         """Apply and save an extraction (under the scope's lock); a failure is a
         :class:`SaveFailed` that carries it for the retry."""
         new = list(extracted.new)
+        if extracted.update is None:
+            extracted = self._gated(job, extracted)
         with self._scope_locks[hash(job.scope) % len(self._scope_locks)]:
             try:
-                return self._apply_and_save(job, new, extracted.result)
+                return self._apply_and_save(job, new, extracted)
             except (_WatermarkMoved, RevisionConflict):
                 raise
             except Exception as exc:
@@ -250,7 +277,29 @@ class MemoryUpdater:
         )
         # One writer per scope inside this process (extraction above ran unlocked, in parallel):
         # in-process writers then never conflict, and CAS retries are left for other processes.
-        return self._save_extracted(job, Extracted(extraction, tuple(new)))
+        return self._save_extracted(job, self._gated(job, Extracted(extraction, tuple(new))))
+
+    def _gated(self, job: CaptureJob, extracted: Extracted) -> Extracted:
+        """``extracted`` with its update through the write gates (once: the result travels
+        with it to every re-apply and retry)."""
+        config = self.config
+        scope = job.scope
+        user = scope.user_id
+        names = (
+            [user] if user != "default" and re.fullmatch(r"[^\W\d_][\w .'-]{0,63}", user) else []
+        )
+        update, gates = gate_update(
+            extracted.result.update,
+            extracted.new,
+            grounding=config.grounding,
+            min_support=config.grounding_min_support,
+            inferred_confidence_cap=config.inferred_confidence_cap,
+            value_gate=config.value_gate,
+            names=names,
+            embed=self._embed,
+            where=f"user {user!r} thread {job.thread_id!r}",
+        )
+        return replace(extracted, update=update, gates=gates)
 
     def _report_trim(self, scope: MemoryScope, count: int) -> None:
         """Say once per scope (per process) what ``max_facts`` costs: trimmed facts are deleted."""
@@ -274,9 +323,11 @@ class MemoryUpdater:
         self,
         job: CaptureJob,
         new: list[Turn],
-        extraction: ExtractionResult,
+        extracted: Extracted,
     ) -> UpdateOutcome:
         scope = job.scope
+        extraction = extracted.result
+        update = extracted.update if extracted.update is not None else extraction.update
         state: dict[str, Any] = {"report": ApplyReport(), "already": False}
         said_at = _said_at(new)
         last_turn = new[-1].fingerprint
@@ -292,7 +343,7 @@ class MemoryUpdater:
             now = self._clock()
             memory, report = apply_update(
                 current,
-                extraction.update,
+                update,
                 now=now,
                 threshold=self.config.fact_confidence_threshold,
                 max_facts=self.config.max_facts,
@@ -352,6 +403,24 @@ class MemoryUpdater:
             counts.get("kept_manual", 0),
             conflicts,
         )
+        gates = extracted.gates or GateReport(proposed=len(update.newFacts))
+        gated = gates.summary()
+        logger.info(
+            "memory facts for user %r thread %r: proposed=%d stored=%d reinforced=%d "
+            "below_threshold=%d grounding_dropped=%d grounding_demoted=%d value_rejected=%d "
+            "remembered_added=%d remembered_boosted=%d",
+            scope.user_id,
+            job.thread_id,
+            gated["proposed"],
+            counts["added"],
+            counts["reinforced"],
+            counts["below_threshold"],
+            gated["grounding_dropped"],
+            gated["grounding_demoted"],
+            gated["value_rejected"],
+            gated["remembered_added"],
+            gated["remembered_boosted"],
+        )
         return UpdateOutcome(
             "applied" if report.changed else "unchanged",
             revision,
@@ -359,4 +428,5 @@ class MemoryUpdater:
             report,
             extraction,
             conflicts,
+            gates,
         )

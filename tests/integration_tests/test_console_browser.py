@@ -645,6 +645,7 @@ def test_the_explain_panel_says_what_would_be_injected_and_why(setup: Setup, pag
     tea = page.get_by_test_id("explain-injected").locator('[data-fact-id="f_tea"]')
     expect(tea).to_contain_text("Drinks green tea every morning")
     expect(tea.get_by_test_id("explain-reason")).to_contain_text("in the block")
+    expect(tea).to_contain_text("found by lexical")  # the routes that found it
     paris = page.get_by_test_id("explain-others").locator('[data-fact-id="f_paris"]')
     expect(paris.get_by_test_id("explain-reason")).to_contain_text("only active facts are injected")
     expect(page.get_by_test_id("explain-formula")).to_contain_text("score =")

@@ -344,7 +344,7 @@ def test_the_first_trim_of_a_scope_is_a_warning_then_info(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     storage = InMemoryStorage()
-    config = MemoryConfig(max_facts=2)
+    config = MemoryConfig(max_facts=2, grounding="off")  # synthetic facts, not in the turns
     counter = itertools.count()
     updates = iter(
         MemoryUpdate(newFacts=[new(f"Fact {i} of batch {b}") for i in range(3)]) for b in range(3)

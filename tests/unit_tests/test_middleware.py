@@ -308,7 +308,7 @@ def test_pending_update_is_flushed_at_interpreter_exit(tmp_path: Path) -> None:
         from deermem_middleware.testing import OpenAIStub, update_json
 
         stub = OpenAIStub([(200, update_json(facts=[("Remembered at exit", "context", 0.9)]))])
-        config = MemoryConfig(storage_path=sys.argv[1], debounce_seconds=600)
+        config = MemoryConfig(storage_path=sys.argv[1], debounce_seconds=600, grounding="off")
         mw = MemoryMiddleware(config, model=stub.model())
         mw.capture(
             [HumanMessage("I am leaving soon.", id="h1"), AIMessage("Bye!", id="a1")],

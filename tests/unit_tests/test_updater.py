@@ -137,7 +137,9 @@ def test_threads_have_their_own_watermarks(
 ) -> None:
     """Another thread of the same user is not cut by thread-1's watermark."""
     model = ScriptedChatModel(answers=[FIRST_ANSWER, SECOND_ANSWER])
-    updater = make_updater(storage, model, memory_config)
+    # SECOND_ANSWER's fact is not in OLD_TURNS: the grounding gate is not what is tested here
+    config = memory_config.model_copy(update={"grounding": "off"})
+    updater = make_updater(storage, model, config)
     updater.run(CaptureJob(SCOPE, "thread-1", OLD_TURNS))
     outcome = updater.run(CaptureJob(SCOPE, "thread-2", OLD_TURNS))
     assert outcome.status == "applied"
@@ -291,9 +293,8 @@ def test_low_confidence_fact_is_not_stored(
         facts=[("Might like jazz", "preference", 0.5), ("Works at Acme", "context", 0.9)]
     )
     model = ScriptedChatModel(answers=[answer])
-    outcome = make_updater(storage, model, memory_config).run(
-        CaptureJob(SCOPE, "thread-1", OLD_TURNS)
-    )
+    config = memory_config.model_copy(update={"grounding": "off"})  # "jazz" is not in the turns
+    outcome = make_updater(storage, model, config).run(CaptureJob(SCOPE, "thread-1", OLD_TURNS))
     assert outcome.report.facts.below_threshold == 1
     assert [f.content for f in storage.load(SCOPE).memory.facts] == ["Works at Acme"]
 

@@ -734,6 +734,9 @@
     if (typeof row.relevance === 'number') numbers.push(`relevance ${decimal(row.relevance)}`);
     if (typeof row.tokens === 'number') numbers.push(plural(row.tokens, 'token'));
     if (row.status && row.status !== 'active') numbers.push(`status ${row.status}`);
+    const routes = row.routes && typeof row.routes === 'object' ? Object.keys(row.routes) : [];
+    if (row.rule) numbers.push(`recalled by rule ${row.rule}`);
+    if (routes.length && !row.guaranteed) numbers.push(`found by ${routes.join(', ')}`);
     return el('li', { className: `card explain-row ${row.inBlock ? 'in' : 'out'}`, testid: 'explain-row', 'data-fact-id': row.id },
       el('p', { className: 'content' }, row.content),
       el('p', { className: 'badges' },
