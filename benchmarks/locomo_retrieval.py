@@ -9,6 +9,12 @@ categories 1–4 (category 5, adversarial, reported apart):
   conversation's last two turns (realistic: earlier, unrelated chat is part of the query);
 - mode ``question_conf``: like ``question``, but confidences vary (uniform 0.7–1.0, seeded).
 
+For the package's selectors hit@15 is exactly the selection the product injects (``top_k`` 15);
+hit@5 and hit@10 are its first 5 and 10 picks and hit@30 adds the next 15 of a 30-pick selection.
+(Until the recall-routes release hit@15 was the first 15 of a 30-pick selection, which differs
+for questions about the present, whose picks are reordered within a selection: 74.5 then, 75.3
+counted exactly, for the same code.)
+
 A selection of k facts *hits* when any selected fact cites an evidence dia_id; *coverage* is the
 share of the evidence dia_ids cited. Methods, in the same run:
 
@@ -16,6 +22,7 @@ share of the evidence dia_ids cited. Methods, in the same run:
   × 0.6 + confidence × 0.4;
 - ``deermem``: exactly what the package ships by default (``MemoryConfig()``), through its public
   selection API; with the ``embeddings`` extra installed that includes the semantic channel;
+- ``deermem-no-entity``: ``deermem`` with the entity route off (``entity_weight: 0``);
 - ``deermem-lexical``: the same without embeddings (what a plain install gives);
 - ``bm25``: Okapi BM25 (k1 1.2, b 0.75, word tokens, turns concatenated), a reference;
 - ``random``; and ``all`` (every fact selected: the ceiling of this protocol).
@@ -257,6 +264,9 @@ def build_rankers(
     )
     store = EmbeddingStore(embeddings) if embeddings is not None else None
     shipped = FactSelector(SelectionParams.from_config(config), store)
+    no_entity = FactSelector(
+        SelectionParams.from_config(MemoryConfig(entity_weight=0.0)), store
+    )  # the same without the entity route: what the route adds
     lexical = FactSelector(SelectionParams.from_config(config), None)
     channel = type(embeddings).__name__ if embeddings is not None else "none"
 
@@ -265,8 +275,16 @@ def build_rankers(
             where = {f.id: i for i, f in enumerate(memory.facts)}
             selector.prepare(number, memory)  # cached per document; embeds facts once
             query = SelectionQuery.from_turns(turns, config.query_turns)
-            picked = selector.select(number, memory, query, top_k=max(KS))
-            return [where[s.fact.id] for s in picked]
+            # hit@15 must be what the product injects with top_k=15: a longer selection cut at
+            # 15 is not that (for "now"/"currently" questions the picks are reordered within the
+            # selection, which moves facts across the cut). The default top_k's selection comes
+            # first; the longer one only fills the places after it (hit@30).
+            head = selector.select(number, memory, query, top_k=config.top_k)
+            seen = {s.fact.id for s in head}
+            longer = selector.select(number, memory, query, top_k=max(KS))
+            return [where[s.fact.id] for s in head] + [
+                where[s.fact.id] for s in longer if s.fact.id not in seen
+            ]
 
         return rank
 
@@ -293,6 +311,7 @@ def build_rankers(
     rankers = {
         "seed": seed,
         "deermem": package(shipped),
+        "deermem-no-entity": package(no_entity),
         "deermem-lexical": package(lexical),
         "bm25": bm25,
         "random": random_ranker,

@@ -248,7 +248,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "stats",
         "summarise stored memory per user and agent",
         "Per document: facts by status and category, confidence (min, median, max), total "
-        "injections, document size, revision and pending captures in the journal.",
+        "injections and uses, the hit rate (facts the answers used / facts injected), "
+        "document size, revision and pending captures in the journal.",
     )
     _scope_args(stats, user_default=None, user_help="only this user (default: every user)")
     stats.add_argument(

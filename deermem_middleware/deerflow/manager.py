@@ -198,11 +198,16 @@ class DeermemMemoryManager(MemoryManager):
         try:
             service = self.service
             self._ensure_model(service)
+            visible = visible_messages(messages, self._hooks.keep_hidden)
+            user, agent = turns.user_or_default(user_id), turns.agent_or_none(agent_name)
+            service.note_answer(
+                visible, user_id=user, thread_id=thread_id or None, agent_name=agent
+            )
             service.capture(
-                visible_messages(messages, self._hooks.keep_hidden),
-                user_id=turns.user_or_default(user_id),
+                visible,
+                user_id=user,
                 thread_id=thread_id or None,
-                agent_name=turns.agent_or_none(agent_name),
+                agent_name=agent,
                 now=now,
             )
         except Exception:
@@ -223,7 +228,8 @@ class DeermemMemoryManager(MemoryManager):
         user, agent = turns.identity(user_id, agent_name)
         said = self._turns.latest(user, agent, thread_id or None)
         messages = [HumanMessage(said)] if said else []
-        return gateway.unwrapped(service.memory_block(messages, user, agent))
+        block = service.memory_block(messages, user, agent, thread_id=thread_id or None)
+        return gateway.unwrapped(block)
 
     # -- tier 2 -----------------------------------------------------------------------------------
 

@@ -94,12 +94,12 @@ def prompt_facts(memory: Memory, turns: Sequence[Turn], max_facts: int) -> list[
         SelectionParams,
         SelectionQuery,
         rank,
-        score_parts,
+        score_facts,
     )
 
     index = FactIndex(facts)
     query = SelectionQuery("\n".join(t.text for t in turns))
-    scores = score_parts(index, query, SelectionParams())[0]
+    scores = score_facts(index, query, SelectionParams()).score
     return [facts[i] for i in rank(index, scores, max_facts)]
 
 

@@ -96,14 +96,17 @@ class InjectionLedger:
         cheap). A listener that raises is logged and ignored."""
         self._listeners.append(listener)
 
-    def record(self, scope: MemoryScope, rendered: RenderedMemory) -> InjectionRecord:
-        """Note one injection of ``rendered`` for ``scope`` (in the running graph's thread)."""
+    def record(
+        self, scope: MemoryScope, rendered: RenderedMemory, thread_id: str | None = None
+    ) -> InjectionRecord:
+        """Note one injection of ``rendered`` for ``scope`` in ``thread_id`` (None: the running
+        graph's thread, read from its config)."""
         now = datetime.now(UTC)
         record = InjectionRecord(
             at=now.isoformat(),
             user_id=scope.user_id,
             agent_name=scope.agent_name,
-            thread_id=resolve_thread_id(),
+            thread_id=thread_id if thread_id is not None else resolve_thread_id(),
             facts=tuple(InjectedFact.of(s, guaranteed=False) for s in rendered.facts)
             + tuple(InjectedFact.of(s, guaranteed=True) for s in rendered.guaranteed),
             tokens=rendered.tokens,

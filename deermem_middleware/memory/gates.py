@@ -20,6 +20,7 @@ extraction path is gated: facts a person adds (CLI, console, import) are stored 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -188,15 +189,16 @@ def gate_update(
                 logger.info("%sfact %r not stored: %s", prefix, _short(fact.content), reason)
                 continue
         if grounding != "off" and not _is_their_name(fact.content, said, subjects):
+            check = functools.partial(
+                support_for,
+                fact.content,
+                user_texts,
+                assistant_texts,
+                subjects=subjects,
+                min_support=min_support,
+            )
             try:
-                support = support_for(
-                    fact.content,
-                    user_texts,
-                    assistant_texts,
-                    subjects=subjects,
-                    min_support=min_support,
-                    embed=embed,
-                )
+                support = check(embed=embed)
             except Exception:
                 if embed is None:
                     raise
@@ -206,13 +208,7 @@ def gate_update(
                     exc_info=True,
                 )
                 embed = None
-                support = support_for(
-                    fact.content,
-                    user_texts,
-                    assistant_texts,
-                    subjects=subjects,
-                    min_support=min_support,
-                )
+                support = check()
             if not support.supported:
                 if grounding == "drop":
                     report.grounding_dropped.append(fact.content)

@@ -39,10 +39,10 @@ __all__ = [
     "minmax",
     "newer_competitors_first",
     "rank",
+    "rank_diverse",
     "recall_rules_from_config",
     "route_hits",
     "score_facts",
-    "score_parts",
     "time_bonus",
 ]
 
@@ -110,6 +110,17 @@ class SelectionParams:
     competitors: int = 3
     """For "now"/"currently" questions: a pick that is one of the ``competitors`` most similar
     picks of a newer pick (or has it among its own) is placed after it; 0 turns this off."""
+    hub_weight: float = 0.6
+    """Semantic channel: subtract ``hub_weight`` × each fact's similarity to the memory's mean
+    vector (the same as querying with ``q − hub_weight × mean``). Generic facts ("asks how
+    things are going") sit near the mean and otherwise rank high for every question; 0 turns
+    this off. LoCoMo dev, hit@15: +1.4 in both modes, for any weight from 0.5 to 0.8."""
+    duplicate_similarity: float = 0.92
+    """Semantic channel: a candidate whose cosine to a pick already taken exceeds this is a
+    near-duplicate, demoted by ``duplicate_penalty`` × (cos − threshold) / (1 − threshold), so
+    the picks cover more than one statement of the same thing (≈ the 99th percentile of
+    fact–fact cosines for multilingual-e5-small); ≥ 1 turns this off."""
+    duplicate_penalty: float = 0.03
     usage_weight: float = 0.02
     """Weight of the usage signal: facts that answers used when they were injected
     (:func:`~deermem_middleware.memory.usage.access_frequency`, in [0, 1)) rank a little higher.
@@ -230,9 +241,21 @@ class FactIndex:
         self._recency: np.ndarray | None = None
         self._recency_values: dict[float, np.ndarray] = {}
         self._dates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._hub: tuple[np.ndarray, np.ndarray] | None = None
         self._entities: EntityIndex | None = None
         self.rule_masks: dict[RecallRule, np.ndarray] = {}
         """Per recall rule, the facts it names (filled on first use)."""
+
+    def hubness(self) -> np.ndarray | None:
+        """Per fact, its vector's dot product with the mean fact vector (None: lexical only).
+        Computed once per attached ``dense`` (O(n·d), 2–3 ms at 10,000 facts)."""
+        dense = self.dense
+        if dense is None:
+            return None
+        if self._hub is None or self._hub[0] is not dense:
+            mean = dense.mean(axis=0)
+            self._hub = (dense, np.asarray(dense @ mean, dtype=np.float64))
+        return self._hub[1]
 
     @property
     def entities(self) -> EntityIndex:
@@ -458,6 +481,15 @@ class Scores:
     """The recall rules that applied to the message."""
 
 
+def _dehubbed(
+    semantic: np.ndarray | None, hub: np.ndarray | None, params: SelectionParams
+) -> np.ndarray | None:
+    """The semantic channel as fused: cosine − ``hub_weight`` × similarity to the mean fact."""
+    if semantic is None or hub is None:
+        return semantic
+    return semantic - params.hub_weight * hub
+
+
 def score_facts(
     index: FactIndex,
     query: SelectionQuery,
@@ -486,14 +518,15 @@ def score_facts(
         )
     dense = index.dense if primary_vector is not None else None
     lexical = index.lexical.scores(query.primary)
-    semantic = dense @ primary_vector if dense is not None else None
-    relevance = _fused(lexical, semantic, params.lexical_weight)
+    hub = index.hubness() if dense is not None and params.hub_weight > 0 else None
+    semantic = dense @ primary_vector if dense is not None else None  # reported as is
+    relevance = _fused(lexical, _dehubbed(semantic, hub, params), params.lexical_weight)
     if query.context.strip() and params.context_weight > 0 and n:
         ctx_lexical = index.lexical.scores(query.context)
         ctx_semantic = (
             dense @ context_vector if dense is not None and context_vector is not None else None
         )
-        ctx = _fused(ctx_lexical, ctx_semantic, params.lexical_weight)
+        ctx = _fused(ctx_lexical, _dehubbed(ctx_semantic, hub, params), params.lexical_weight)
         top = float(ctx.max())
         if top > 0:
             relevance = relevance + params.context_weight * ctx / top
@@ -543,30 +576,6 @@ def score_facts(
     )
 
 
-def score_parts(
-    index: FactIndex,
-    query: SelectionQuery,
-    params: SelectionParams,
-    *,
-    primary_vector: np.ndarray | None = None,
-    context_vector: np.ndarray | None = None,
-    now: datetime | None = None,
-    intent: TimeIntent | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """(score, relevance, lexical, semantic, time bonus) per fact: :func:`score_facts` in the
-    shape earlier callers use."""
-    parts = score_facts(
-        index,
-        query,
-        params,
-        primary_vector=primary_vector,
-        context_vector=context_vector,
-        now=now,
-        intent=intent,
-    )
-    return parts.score, parts.relevance, parts.lexical, parts.semantic, parts.time
-
-
 def _channel_top(values: np.ndarray | None, k: int) -> np.ndarray | None:
     """Mask of the ``k`` best positive values of one channel (ties at the cut included)."""
     if values is None or not len(values):
@@ -601,6 +610,45 @@ def route_hits(
             routes.append(("rule", 1.0))
         found.append(tuple(routes))
     return found
+
+
+def rank_diverse(
+    index: FactIndex,
+    scores: np.ndarray,
+    top_k: int,
+    threshold: float,
+    penalty: float,
+    pool: int | None = None,
+) -> list[int]:
+    """Like :func:`rank`, but greedily demotes near-duplicates of earlier picks (pure).
+
+    Candidates are the ``pool`` (default 3 × ``top_k``) best scores; each step takes the best
+    ``score − penalty × max(0, maxcos − threshold) / (1 − threshold)``, maxcos being the
+    candidate's highest cosine (``index.dense``) to a pick already taken. Without vectors, or
+    with the penalty off: :func:`rank`.
+    """
+    dense = index.dense
+    if dense is None or penalty <= 0 or threshold >= 1.0:
+        return rank(index, scores, top_k)
+    size = max(top_k, pool if pool is not None else 3 * top_k)
+    candidates = rank(index, scores, size)  # best first, ties newer first
+    if len(candidates) <= 1:
+        return candidates[:top_k]
+    vectors = dense[candidates]
+    similarity = vectors @ vectors.T
+    base = scores[candidates].astype(np.float64)
+    taken = [0]
+    closest = similarity[0].astype(np.float64)
+    free = np.ones(len(candidates), dtype=bool)
+    free[0] = False
+    scale = penalty / (1.0 - threshold)
+    while len(taken) < min(top_k, len(candidates)):
+        value = np.where(free, base - scale * np.maximum(0.0, closest - threshold), -np.inf)
+        j = int(np.argmax(value))  # the first maximum: the better-ranked candidate on ties
+        taken.append(j)
+        free[j] = False
+        np.maximum(closest, similarity[j], out=closest)
+    return [candidates[j] for j in taken]
 
 
 def rank(index: FactIndex, scores: np.ndarray, top_k: int) -> list[int]:

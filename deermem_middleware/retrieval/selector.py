@@ -58,6 +58,7 @@ from deermem_middleware.retrieval.scoring import (
     _cached_intent,
     newer_competitors_first,
     rank,
+    rank_diverse,
     route_hits,
     score_facts,
 )
@@ -196,7 +197,12 @@ class FactSelector:
             intent=intent,
         )
         scores, relevance = parts.score, parts.relevance
-        picks = rank(index, scores, k)
+        if parts.semantic is not None:
+            picks = rank_diverse(
+                index, scores, k, self.params.duplicate_similarity, self.params.duplicate_penalty
+            )
+        else:
+            picks = rank(index, scores, k)
         moved: dict[int, int] = {}
         if _about_the_present(intent) and self.params.competitors > 0 and len(picks) > 1:
             if parts.semantic is not None and index.dense is not None:

@@ -498,20 +498,27 @@ class MemoryService:
         return self.active and self.config.injection_enabled
 
     def memory_block(
-        self, messages: Sequence[BaseMessage], user_id: str, agent_name: str | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        user_id: str,
+        agent_name: str | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """The ``<memory>`` block for a model call about to be made, recorded in the ledger;
         "" when there is nothing to inject or memory failed (logged: the call goes on).
 
         ``agent_name`` is the agent of this run when the host names it per run (DeerFlow's
-        context, ``create_agent(name=...)``); None: this engine's configured agent."""
+        context, ``create_agent(name=...)``); None: this engine's configured agent.
+        ``thread_id``: the conversation, for a host that asks outside a graph run (None: the
+        running graph's thread) — the usage signal compares that thread's answer with it."""
         try:
             rendered = self.explain_memory(messages, user_id=user_id, agent_name=agent_name)
         except Exception as exc:
             self.report_injection_error(exc, user_id)
             return ""
         if rendered.text:
-            self._record_injection(self.scope(user_id, agent_name), rendered)
+            self._record_injection(self.scope(user_id, agent_name), rendered, thread_id)
         return rendered.text
 
     # -- the injection ledger ---------------------------------------------------------------
@@ -525,8 +532,10 @@ class MemoryService:
         """Call ``listener(record)`` after every injection (keep it cheap)."""
         self.injections.add_listener(listener)
 
-    def _record_injection(self, scope: MemoryScope, rendered: RenderedMemory) -> None:
-        self.injections.record(scope, rendered)
+    def _record_injection(
+        self, scope: MemoryScope, rendered: RenderedMemory, thread_id: str | None = None
+    ) -> None:
+        self.injections.record(scope, rendered, thread_id)
 
     def note_answer(
         self,

@@ -723,3 +723,25 @@ async def test_async_methods_run_off_the_event_loop(build: Build) -> None:
     assert "cello" in await manager.aget_context(None)
     (hit,) = await manager.asearch("cello", 1)
     assert hit["content"] == "User plays the cello"
+
+
+def test_deerflows_turns_feed_the_usage_signal(build: Build) -> None:
+    """get_context outside a graph run, then add() with the answer: the facts the answer
+    repeated count as used, in that thread only."""
+    manager = build({"top_k": 4})
+    for baking, cycling in zip(BAKING, CYCLING, strict=True):
+        manager.create_fact(baking, "preference", 0.9, user_id="alice")
+        manager.create_fact(cycling, "preference", 0.9, user_id="alice")
+    question = HumanMessage("My sourdough bread came out flat, baking tips?")
+    manager.on_turn_start(1, question, thread_id="t1", user_id="alice")
+    block = manager.get_context("alice", thread_id="t1")
+    top = _fact_lines(block)[0].split("] ", 1)[1]
+    answer = AIMessage(f"Since you told me: {top}. Try a longer proof.")
+    manager.add("t2", [HumanMessage("hello"), AIMessage(f"{top}")], user_id="alice")
+    manager.add("t1", [question, answer], user_id="alice")
+    service = manager.service
+    scope = service.scope("alice")
+    used = service.injections._used.get(scope, {})
+    assert len(used) == 1 and next(iter(used.values())) == 1
+    fact_id = next(iter(used))
+    assert any(f.id == fact_id and f.content == top for f in service.get_memory("alice").facts)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.messages import HumanMessage
 
@@ -21,7 +22,15 @@ from deermem_middleware.memory.apply import apply_update
 from deermem_middleware.memory.document import MAX_ENTITIES
 from deermem_middleware.memory.update import MemoryUpdate
 from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
-from deermem_middleware.retrieval.scoring import SelectionParams, recall_rules_from_config
+from deermem_middleware.retrieval.scoring import (
+    FactIndex,
+    SelectionParams,
+    SelectionQuery,
+    rank,
+    rank_diverse,
+    recall_rules_from_config,
+    score_facts,
+)
 from deermem_middleware.retrieval.selector import FactSelector
 from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.storage import MemoryScope
@@ -92,7 +101,7 @@ def test_an_entity_on_most_facts_says_nothing_about_which_matter() -> None:
 
 
 def test_rarer_entities_weigh_more_in_the_bonus() -> None:
-    facts = [("go", "lyon")] + [("go",)] * 4 + [()] * 20
+    facts = [("go", "lyon")] + [("go",)] * 4 + [()] * 200
     bonus, _ = EntityIndex(facts).bonus("Go in Lyon")
     assert bonus[0] == pytest.approx(1.0)
     assert 0 < bonus[1] < 0.5  # "go" is on 5 facts, "lyon" on one
@@ -363,3 +372,48 @@ def test_seed_selection_reports_no_routes() -> None:
     memory = Memory(facts=(make_fact("go", "Writes Go"),))
     params = dataclasses.replace(SelectionParams.seed(), top_k=1)
     assert FactSelector(params).select("a", memory, "Go?")[0].routes == ()
+
+
+# -- the semantic channel: hubs and near-duplicates ----------------------------------------------
+
+
+def _unit(*values: float) -> list[float]:
+    vector = np.array(values, dtype=np.float64)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def test_a_generic_fact_near_the_memorys_mean_no_longer_wins_every_question() -> None:
+    """Facts near the mean of all fact vectors ("asks how things are going") are close to any
+    question; the hub penalty scores the question against what is particular to each fact."""
+    generic = [make_fact(f"g{i}", f"generic {i}") for i in range(10)]
+    target = make_fact("t", "particular")
+    index = FactIndex([*generic, target])
+    index.dense = np.array(
+        [_unit(1.0, 0.05 * (i % 3), 0.05 * (i % 2)) for i in range(10)] + [_unit(0.6, 0.8, 0.0)]
+    )
+    query = SelectionQuery("q")
+    vector = np.array(_unit(0.9, 0.436, 0.0))
+    plain = SelectionParams(lexical_weight=0.0, hub_weight=0.0, confidence_weight=0.0)
+    dehubbed = dataclasses.replace(plain, hub_weight=0.6)
+    assert rank(index, score_facts(index, query, plain, primary_vector=vector).score, 1) != [10]
+    parts = score_facts(index, query, dehubbed, primary_vector=vector)
+    assert rank(index, parts.score, 1) == [10]
+    assert parts.semantic is not None and parts.semantic[10] == pytest.approx(
+        vector @ index.dense[10]
+    )
+
+
+def test_near_duplicate_picks_make_room_for_a_different_fact() -> None:
+    facts = [make_fact(f"d{i}", f"dup {i}") for i in range(3)] + [make_fact("other", "other")]
+    index = FactIndex(facts)
+    index.dense = np.array(
+        [_unit(1.0, 0.0), _unit(1.0, 0.01), _unit(1.0, 0.02), _unit(0.5, 0.866)], dtype=np.float64
+    )
+    scores = np.array([1.0, 0.99, 0.98, 0.97])
+    assert rank(index, scores, 2) == [0, 1]
+    assert rank_diverse(index, scores, 2, threshold=0.92, penalty=0.03) == [0, 3]
+    # a penalty too small to matter, or the demotion off, keeps the plain order
+    assert rank_diverse(index, scores, 2, threshold=0.92, penalty=0.0) == [0, 1]
+    assert rank_diverse(index, scores, 2, threshold=1.0, penalty=0.03) == [0, 1]
+    index.dense = None
+    assert rank_diverse(index, scores, 2, threshold=0.92, penalty=0.03) == [0, 1]

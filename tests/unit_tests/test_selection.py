@@ -33,7 +33,7 @@ from deermem_middleware.retrieval.scoring import (
     SelectionQuery,
     minmax,
     rank,
-    score_parts,
+    score_facts,
 )
 from deermem_middleware.retrieval.selector import FactSelector
 
@@ -550,18 +550,22 @@ def test_seed_method_ignores_embeddings() -> None:
     assert not selector.semantic
 
 
-def test_score_parts_is_pure_and_fuses_channels() -> None:
+def test_score_facts_is_pure_and_fuses_channels() -> None:
     index = FactIndex([make_fact(i, c) for i, c in enumerate(SEMANTIC_FACTS)])
     index.dense = np.eye(3, dtype=np.float32)
     query = SelectionQuery("Melanie has a puppy")
     vector = np.array([0.0, 0.0, 1.0], dtype=np.float32)
     params = SelectionParams(lexical_weight=0.3, confidence_weight=0.0)
-    score, relevance, lexical, semantic = score_parts(index, query, params, primary_vector=vector)[
-        :4
-    ]
+    parts = score_facts(index, query, params, primary_vector=vector)
+    score, relevance, lexical, semantic = (
+        parts.score,
+        parts.relevance,
+        parts.lexical,
+        parts.semantic,
+    )
     assert semantic is not None and semantic.tolist() == [0.0, 0.0, 1.0]
     assert relevance == pytest.approx(0.3 * minmax(lexical) + 0.7 * minmax(semantic))
-    again = score_parts(index, query, params, primary_vector=vector)[0]
+    again = score_facts(index, query, params, primary_vector=vector).score
     assert again.tolist() == score.tolist()
 
 

@@ -171,9 +171,9 @@ class RacingStorage(InMemoryStorage):
         return super().save(scope, memory, expected_revision)
 
 
-def test_a_conflict_reapplies_the_gated_update_without_gating_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def gate_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item per call of the write gates."""
     calls: list[int] = []
     real = updater_module.gate_update
 
@@ -182,6 +182,13 @@ def test_a_conflict_reapplies_the_gated_update_without_gating_again(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(updater_module, "gate_update", counting)
+    return calls
+
+
+def test_a_conflict_reapplies_the_gated_update_without_gating_again(
+    tmp_path: Path, gate_calls: list[int]
+) -> None:
+    calls = gate_calls
     storage = RacingStorage()
     updater, extractor, _ = make(tmp_path, MemoryUpdate(newFacts=PROPOSED), storage)
     outcome = updater.run(CaptureJob(SCOPE, "thread-1", TURNS))
@@ -209,17 +216,8 @@ class FailingOnceStorage(InMemoryStorage):
         return super().load(scope)
 
 
-def test_a_retried_save_keeps_the_gated_update(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    calls: list[int] = []
-    real = updater_module.gate_update
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(updater_module, "gate_update", counting)
+def test_a_retried_save_keeps_the_gated_update(tmp_path: Path, gate_calls: list[int]) -> None:
+    calls = gate_calls
     storage = FailingOnceStorage()
     updater, extractor, _ = make(tmp_path, MemoryUpdate(newFacts=PROPOSED), storage)
     with pytest.raises(SaveFailed) as failed:
