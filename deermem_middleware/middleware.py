@@ -399,8 +399,7 @@ class MemoryMiddleware(AgentMiddleware):
                 return None
             messages = state.get("messages", [])
             thread_id = resolve_thread_id(runtime, config)
-            engine.note_answer(messages, user_id=user_id, thread_id=thread_id, agent_name=agent)
-            engine.capture(messages, user_id=user_id, thread_id=thread_id, agent_name=agent)
+            engine.end_turn(messages, user_id=user_id, thread_id=thread_id, agent_name=agent)
         except Exception:
             logger.exception("memory capture failed; the conversation was not queued")
         return None

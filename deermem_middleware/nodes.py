@@ -156,8 +156,7 @@ class MemoryNodes:
             messages = _messages(state, self.messages_key)
             user_id = resolve_user_id(runtime, config or {})
             thread_id = resolve_thread_id(runtime, config or {})
-            self.service.note_answer(messages, user_id=user_id, thread_id=thread_id)
-            self.service.capture(messages, user_id=user_id, thread_id=thread_id)
+            self.service.end_turn(messages, user_id=user_id, thread_id=thread_id)
         except Exception:
             logger.exception("memory capture failed; the conversation was not queued")
         return {}

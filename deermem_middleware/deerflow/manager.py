@@ -200,15 +200,8 @@ class DeermemMemoryManager(MemoryManager):
             self._ensure_model(service)
             visible = visible_messages(messages, self._hooks.keep_hidden)
             user, agent = turns.user_or_default(user_id), turns.agent_or_none(agent_name)
-            service.note_answer(
-                visible, user_id=user, thread_id=thread_id or None, agent_name=agent
-            )
-            service.capture(
-                visible,
-                user_id=user,
-                thread_id=thread_id or None,
-                agent_name=agent,
-                now=now,
+            service.end_turn(
+                visible, user_id=user, thread_id=thread_id or None, agent_name=agent, now=now
             )
         except Exception:
             logger.exception("memory capture of thread %r failed", thread_id)

@@ -23,7 +23,6 @@ from langchain_core.messages import HumanMessage
 from deermem_middleware.injection.render import escape_memory_text, fact_line
 from deermem_middleware.injection.tokens import make_token_counter
 from deermem_middleware.memory.time import TimeIntent, query_time_intent
-from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
 
 if TYPE_CHECKING:
     from deermem_middleware.config import MemoryConfig
@@ -214,10 +213,8 @@ def explain_report(
     time_route = describe_intent(intent) if params.time_weight > 0 else ""
     entities: list[str] = []
     if params.method == "deermem" and params.entity_weight > 0:
-        active = [f for f in memory.facts if f.status == "active"]
-        entities = EntityIndex(
-            [(*f.entities, *extract_entities(f.content)) for f in active]
-        ).matches(message)
+        # the index the selection above used (cached per revision): its entities are built
+        entities = selector.index(scope, memory).entities.matches(message)
     rules = [
         {"name": rule.name, "rule": rule.describe(), "applies": rule.applies(message)}
         for rule in params.recall_rules

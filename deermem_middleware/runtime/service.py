@@ -537,6 +537,22 @@ class MemoryService:
     ) -> None:
         self.injections.record(scope, rendered, thread_id)
 
+    def end_turn(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        user_id: str = "default",
+        thread_id: str | None = None,
+        agent_name: str | None = None,
+        now: bool = False,
+    ) -> bool:
+        """What every adapter does when a turn ends: the usage signal (:meth:`note_answer`),
+        then :meth:`capture`; True when something was queued."""
+        self.note_answer(messages, user_id=user_id, thread_id=thread_id, agent_name=agent_name)
+        return self.capture(
+            messages, user_id=user_id, thread_id=thread_id, agent_name=agent_name, now=now
+        )
+
     def note_answer(
         self,
         messages: Sequence[BaseMessage],
