@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI: the version floors are true. Installs every runtime dependency at exactly the lowest version
 # pyproject.toml allows (each ">=X" of `dependencies` and of the postgres/sqlite/embeddings extras
-# pinned "==X" through a constraints file), on the lowest supported Python, and runs the unit tests.
+# pinned "==X" through a constraints file), on the lowest supported Python, and runs the unit tests
+# and the storage conformance suite (SQLite and, with DEERMEM_TEST_DSN, PostgreSQL stores at their
+# floors: forget must stay exact whatever prefix semantics the installed store has).
 # Everything else (transitive dependencies, the test tools) resolves as it would for a user.
 # A floor that cannot be installed (it contradicts another package's requirement, or has no
 # wheel) fails the install; any failing or skipped test fails the job.
@@ -80,10 +82,10 @@ echo "== install took $(($(date +%s) - start))s =="
 
 # the unit tests are offline (their conftest refuses internet sockets)
 unset OPENAI_API_KEY OPENAI_BASE_URL || true
-echo "== unit tests on the floors =="
+echo "== unit tests and storage conformance on the floors =="
 log="$VENV/pytest.log"
 set +e
-"$py" -m pytest tests/unit_tests -q -p no:cacheprovider 2>&1 | tee "$log"
+"$py" -m pytest tests/unit_tests tests/storage_spec -q -p no:cacheprovider 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # with -q the last line is the bare summary ("1654 passed in 48.77s"); without it, "=== ... ==="

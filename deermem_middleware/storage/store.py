@@ -23,7 +23,9 @@ Layout (namespace labels percent-encode ``.``, which the store reserves):
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import threading
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -51,13 +53,47 @@ logger = logging.getLogger(__name__)
 DOCUMENT_KEY = "document"
 
 
+MAX_LABEL_CHARS = 150
+"""Longer labels become a readable prefix plus a hash. PostgreSQL indexes the namespace path in
+a B-tree whose rows are limited to a few kB: a 10 kB user id could never be saved (``index row
+requires 10056 bytes``), and every retry called the extraction model again. Four labels of at
+most 150 characters keep the path far below the limit; the document records the full ids."""
+
+
 def label(name: str) -> str:
-    """A namespace label for an id: percent-encoded, dots included (the store's separator)."""
-    return encode_name(name).replace(".", "%2E") or "%00"
+    """A namespace label for an id: percent-encoded, dots included (the store's separator); a
+    very long one is cut to a prefix plus a hash of the whole id (``~`` marks it), as the file
+    backend names its files."""
+    encoded = encode_name(name).replace(".", "%2E") or "%00"
+    if len(encoded) <= MAX_LABEL_CHARS:
+        return encoded
+    prefix = encoded[:100]
+    cut = prefix.rfind("%", len(prefix) - 2)  # never split a %XX escape
+    if cut >= 0:
+        prefix = prefix[:cut]
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=12).hexdigest()
+    return f"{prefix}~{digest}"
 
 
-def unlabel(text: str) -> str:
+def unlabel(text: str) -> str | None:
+    """The id a label stands for, or None for a hashed one (read the id from the value)."""
+    if HASHED_LABEL.search(text):
+        return None
     return decode_name(text)
+
+
+HASHED_LABEL = re.compile(r"~[0-9a-f]{24}$")
+
+
+def under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
+    """Whether ``namespace`` is ``prefix`` or below it, label by label and exactly.
+
+    Every prefix search's results go through this: the store's own prefix semantics are not
+    trusted. Before 3.1.1, langgraph-checkpoint-sqlite and -postgres matched prefixes with an
+    unescaped ``LIKE '<path>%'`` (case-insensitive on SQLite), so a search under user ``bob``
+    also returned ``bobby``'s and ``Bob``'s keys, and ``user_1``'s returned ``userX1``'s — a
+    purge that deleted what the search returned deleted other users' memory."""
+    return tuple(namespace[: len(prefix)]) == tuple(prefix)
 
 
 class StoreStorage(MemoryStorage):
@@ -130,8 +166,29 @@ class StoreStorage(MemoryStorage):
             self._forget_cached(scope)
         return stored
 
+    def _read(self, namespace: tuple[str, ...]) -> Any:
+        """The document item at ``namespace``, or None. A stored text the store cannot decode —
+        a number of more than 4,300 digits, nesting deeper than its JSON parser allows — makes
+        its ``get`` raise ``ValueError``/``RecursionError``: such an item is moved aside (kept
+        for inspection, readable again) and reads as absent, so it neither fails every update of
+        that user forever nor breaks the listing of everyone else."""
+        try:
+            return self.store.get(namespace, DOCUMENT_KEY)
+        except (ValueError, RecursionError) as exc:
+            reason = f"undecodable stored text ({type(exc).__name__}: {str(exc)[:200]})"
+            aside = f"corrupted-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+            self._writer.set_aside(namespace, DOCUMENT_KEY, aside, reason)
+            logger.error(
+                "memory at %s is corrupted (%s); kept aside as key %r and the user starts "
+                "from an empty memory",
+                "/".join(namespace),
+                reason,
+                aside,
+            )
+            return None
+
     def _load_fresh(self, scope: MemoryScope) -> StoredMemory:
-        item = self.store.get(self.namespace(scope), DOCUMENT_KEY)
+        item = self._read(self.namespace(scope))
         if item is None:
             return StoredMemory(Memory(), 0)
         value = item.value
@@ -190,20 +247,44 @@ class StoreStorage(MemoryStorage):
 
     def delete(self, scope: MemoryScope) -> bool:
         namespace = self.namespace(scope)
-        existed = self.store.get(namespace, DOCUMENT_KEY) is not None
+        try:
+            existed = self.store.get(namespace, DOCUMENT_KEY) is not None
+        except (ValueError, RecursionError):  # undecodable, but there: deleted all the same
+            existed = True
         self.store.delete(namespace, DOCUMENT_KEY)
         self._forget_cached(scope)
         return existed
 
     def list_scopes(self) -> list[MemoryScope]:
         scopes = []
-        for namespace in self.store.list_namespaces(prefix=(self.prefix, "memory"), limit=100_000):
-            if len(namespace) != 4:
+        root = (self.prefix, "memory")
+        for namespace in self.store.list_namespaces(prefix=root, limit=100_000):
+            if len(namespace) != 4 or not under(namespace, root):
                 continue
-            scope = MemoryScope(unlabel(namespace[2]), unlabel(namespace[3]))
-            if self.store.get(namespace, DOCUMENT_KEY) is not None:
+            item = self._read(tuple(namespace))
+            if item is None:
+                continue
+            scope = self._scope_of(namespace, item.value)
+            if scope is not None:
                 scopes.append(scope)
         return sorted(scopes)
+
+    def _scope_of(self, namespace: tuple[str, ...], value: Any) -> MemoryScope | None:
+        """Whose document this is: from its labels, or for a hashed label from the ids the
+        document records (None, logged, when neither tells)."""
+        user, agent = unlabel(namespace[2]), unlabel(namespace[3])
+        recorded = value.get("scope") if isinstance(value, dict) else None
+        if isinstance(recorded, dict):
+            user = user if user is not None else recorded.get("user_id")
+            agent = agent if agent is not None else recorded.get("agent_name")
+        if not isinstance(user, str) or not isinstance(agent, str) or not user or not agent:
+            logger.error("memory at %s names no user or agent; not listed", "/".join(namespace))
+            return None
+        scope = MemoryScope(user, agent)
+        if self.namespace(scope) != tuple(namespace):
+            logger.error("memory at %s records another scope; not listed", "/".join(namespace))
+            return None
+        return scope
 
     def purge(self, user_id: str, agent_name: str | None = None) -> PurgeReceipt:
         """The documents (see :meth:`MemoryStorage.purge`), then every remaining key of the
@@ -218,7 +299,7 @@ class StoreStorage(MemoryStorage):
                 items = [
                     i
                     for i in self.store.search(prefix, limit=1000)
-                    if (i.namespace, i.key) not in seen
+                    if (i.namespace, i.key) not in seen and under(i.namespace, prefix)
                 ]
                 if not items:  # all gone (or a store that does not delete: do not spin)
                     break
@@ -271,7 +352,11 @@ class StoreJournal(PendingJournal):
         found = []
         prefix = (self._storage.prefix, "pending")
         for namespace in store.list_namespaces(prefix=prefix, limit=100_000):
+            if len(namespace) != 4 or not under(namespace, prefix):
+                continue
             for item in store.search(namespace, limit=10_000):
+                if tuple(item.namespace) != namespace:
+                    continue
                 try:
                     found.append(JournalEntry.from_json(item.value))
                 except (KeyError, TypeError, ValueError) as exc:
@@ -283,7 +368,9 @@ class StoreJournal(PendingJournal):
     def forget(self, scope: MemoryScope) -> int:
         store = self._storage.store
         namespace = self._storage.namespace(scope, "pending")
-        items = store.search(namespace, limit=10_000)
+        items = [
+            i for i in store.search(namespace, limit=10_000) if tuple(i.namespace) == namespace
+        ]
         for item in items:
             store.delete(namespace, item.key)
         return len(items)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator
@@ -43,6 +44,12 @@ class Writer(Protocol):
 
     def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
         """The stored revision only (cheap: lets a cached document be reused)."""
+        ...
+
+    def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
+        """Move an item whose stored text cannot be decoded (the store's own ``get`` raises)
+        to key ``aside``, as ``{"reason": reason, "raw": <the stored text>}`` — readable again,
+        and kept for inspection. False when there was no such item."""
         ...
 
 
@@ -104,6 +111,20 @@ class _LockedWriter:
             self.store.delete(namespace, key)
             return True
 
+    def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
+        # a store of Python objects has no stored text to keep: only its absence to make sure of
+        with self._lock:
+            try:
+                item = self.store.get(namespace, key)
+            except (ValueError, RecursionError):
+                item = None
+            if item is not None:
+                self.store.put(
+                    namespace, aside, {"reason": reason, "raw": repr(item.value)[:10_000]}
+                )
+            self.store.delete(namespace, key)
+            return True
+
 
 class _PostgresWriter:
     """Conditional statements on ``PostgresStore``'s table, through its connection or pool."""
@@ -156,6 +177,16 @@ class _PostgresWriter:
             cur.execute(
                 "DELETE FROM store WHERE prefix = %s AND key = %s AND value->>%s = %s",
                 (".".join(namespace), key, field, expected),
+            )
+            return bool(cur.rowcount == 1)
+
+    def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE store SET key = %s, value = jsonb_build_object('reason', %s::text, "
+                "'raw', value::text), updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = %s AND key = %s",
+                (aside, reason, ".".join(namespace), key),
             )
             return bool(cur.rowcount == 1)
 
@@ -223,14 +254,30 @@ class _SqliteWriter:
             )
             return bool(cur.rowcount == 1)
 
+    def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(  # the TEXT column, quoted as a JSON string: no JSON parse
+                "UPDATE store SET key = ?, value = json_object('reason', ?, 'raw', "
+                "CAST(value AS TEXT)), updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = ? AND key = ?",
+                (aside, reason, ".".join(namespace), key),
+            )
+            return bool(cur.rowcount == 1)
+
     def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
         if not getattr(self.store, "is_setup", True):
             self.store.setup()
         with self.store.lock:
-            row = self.store.conn.execute(
-                "SELECT json_extract(value, '$.revision') FROM store WHERE prefix = ? AND key = ?",
-                (".".join(namespace), key),
-            ).fetchone()
+            try:
+                row = self.store.conn.execute(
+                    "SELECT json_extract(value, '$.revision') FROM store "
+                    "WHERE prefix = ? AND key = ?",
+                    (".".join(namespace), key),
+                ).fetchone()
+            except sqlite3.OperationalError as exc:  # "malformed JSON": nested too deeply
+                if "JSON" not in str(exc):
+                    raise
+                return -1  # not a revision any cached document has: the caller re-reads it
         return None if row is None or row[0] is None else int(row[0])
 
 

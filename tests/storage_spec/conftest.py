@@ -14,6 +14,7 @@ Without it the PostgreSQL cases skip with the reason — unless ``DEERMEM_REQUIR
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.store.base import SearchItem
+from langgraph.store.memory import InMemoryStore
 
 from deermem_middleware.storage import (
     InMemoryStorage,
@@ -47,14 +50,26 @@ class Capabilities:
     optimistic_update: bool
     """``update`` runs ``mutate`` unlocked and retries when another writer saved first (the
     file backend holds its lock instead: other writers wait, nothing conflicts)."""
+    stored_text: bool = False
+    """Documents are stored as text the backend decodes itself, so a text that no JSON parser
+    accepts (a 5,000-digit number, nesting 3,000 deep) can be found there."""
 
 
 CAPABILITIES: dict[str, Capabilities] = {
-    "json": Capabilities(quarantine=True, durable_journal=True, optimistic_update=False),
+    "json": Capabilities(
+        quarantine=True, durable_journal=True, optimistic_update=False, stored_text=True
+    ),
     "memory": Capabilities(quarantine=False, durable_journal=False, optimistic_update=True),
     "memory-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
-    "sqlite-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
-    "postgres-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
+    "sqlite-store": Capabilities(
+        quarantine=True, durable_journal=True, optimistic_update=True, stored_text=True
+    ),
+    "loose-prefix-store": Capabilities(
+        quarantine=True, durable_journal=True, optimistic_update=True
+    ),
+    "postgres-store": Capabilities(
+        quarantine=True, durable_journal=True, optimistic_update=True, stored_text=True
+    ),
 }
 
 
@@ -71,6 +86,8 @@ class Backend:
     """Store an unreadable document for a scope; returns the raw thing written."""
     quarantined: Callable[[MemoryScope], list[Any]] | None = None
     """The copies of a scope's documents kept aside, as written by ``corrupt``."""
+    corrupt_text: Callable[[MemoryScope, str], None] | None = None
+    """Store ``text`` verbatim as a scope's document (backends with ``stored_text``)."""
 
     def traces(self, *needles: str) -> list[str]:
         """The lines of :attr:`held` that mention any of ``needles``."""
@@ -119,7 +136,12 @@ def _file_backend(root: Path) -> Backend:
         path = storage.path_for(scope)
         return [p.read_bytes() for p in sorted(path.parent.glob(f"{path.name}.corrupted-*"))]
 
-    return Backend("json", storage, CAPABILITIES["json"], held, corrupt, quarantined)
+    def corrupt_text(scope: MemoryScope, text: str) -> None:
+        path = storage.path_for(scope)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    return Backend("json", storage, CAPABILITIES["json"], held, corrupt, quarantined, corrupt_text)
 
 
 def _memory_backend() -> Backend:
@@ -134,7 +156,11 @@ def _memory_backend() -> Backend:
     return Backend("memory", storage, CAPABILITIES["memory"], held)
 
 
-def _store_backend(name: str, store: Any) -> Backend:
+def _store_backend(
+    name: str,
+    store: Any,
+    corrupt_text: Callable[[StoreStorage, MemoryScope, str], None] | None = None,
+) -> Backend:
     storage = StoreStorage(store, prefix=f"t{uuid.uuid4().hex[:12]}")  # a namespace per test
 
     def held() -> list[str]:
@@ -153,7 +179,70 @@ def _store_backend(name: str, store: Any) -> Backend:
         items = store.search(storage.namespace(scope), limit=1000)
         return [i.value["value"] for i in items if i.key.startswith("corrupted-")]
 
-    return Backend(name, storage, CAPABILITIES[name], held, corrupt, quarantined)
+    def raw(scope: MemoryScope, text: str) -> None:
+        assert corrupt_text is not None
+        corrupt_text(storage, scope, text)
+
+    return Backend(
+        name, storage, CAPABILITIES[name], held, corrupt, quarantined, raw if corrupt_text else None
+    )
+
+
+def _sqlite_text(conn: sqlite3.Connection) -> Callable[[StoreStorage, MemoryScope, str], None]:
+    def write(storage: StoreStorage, scope: MemoryScope, text: str) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO store (prefix, key, value) VALUES (?, 'document', ?)",
+            (".".join(storage.namespace(scope)), text),
+        )
+
+    return write
+
+
+def _postgres_text() -> Callable[[StoreStorage, MemoryScope, str], None]:
+    def write(storage: StoreStorage, scope: MemoryScope, text: str) -> None:
+        import psycopg
+
+        with psycopg.connect(postgres_dsn(), autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO store (prefix, key, value) VALUES (%s, 'document', %s::jsonb) "
+                "ON CONFLICT (prefix, key) DO UPDATE SET value = EXCLUDED.value",
+                (".".join(storage.namespace(scope)), text),
+            )
+
+    return write
+
+
+class LoosePrefixStore(InMemoryStore):
+    """An in-memory store whose prefix searches match the way langgraph-checkpoint-sqlite and
+    -postgres did before 3.1.1: the namespace joined with dots, compared with an unescaped,
+    case-insensitive ``LIKE '<prefix>%'`` (``_`` and ``%`` are wildcards, ``bob`` finds
+    ``bobby`` and ``Bob``). A storage that trusts the store's prefix semantics deletes other
+    users' keys on it; ours must match namespaces exactly."""
+
+    @staticmethod
+    def _like(prefix: tuple[str, ...] | None) -> re.Pattern[str]:
+        text = ".".join(prefix or ())
+        pattern = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in text)
+        return re.compile(pattern, re.IGNORECASE | re.DOTALL)
+
+    def search(  # type: ignore[override]
+        self, namespace_prefix: tuple[str, ...], /, *, limit: int = 10, offset: int = 0, **_: Any
+    ) -> list[Any]:
+        like = self._like(namespace_prefix)
+        found = [
+            SearchItem(i.namespace, i.key, i.value, i.created_at, i.updated_at)
+            for namespace, items in list(self._data.items())
+            if like.match(".".join(namespace))
+            for i in items.values()
+        ]
+        return found[offset : offset + limit]
+
+    def list_namespaces(  # type: ignore[override]
+        self, *, prefix: tuple[str, ...] | None = None, limit: int = 100, offset: int = 0, **_: Any
+    ) -> list[tuple[str, ...]]:
+        like = self._like(prefix)
+        found = sorted(n for n, items in self._data.items() if items and like.match(".".join(n)))
+        return found[offset : offset + limit]
 
 
 @pytest.fixture(scope="session")
@@ -170,9 +259,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if name == "memory":
         return _memory_backend()
     if name == "memory-store":
-        from langgraph.store.memory import InMemoryStore
-
         return _store_backend(name, InMemoryStore())
+    if name == "loose-prefix-store":
+        return _store_backend(name, LoosePrefixStore())
     if name == "sqlite-store":
         from langgraph.store.sqlite import SqliteStore
 
@@ -180,9 +269,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         request.addfinalizer(conn.close)
         store = SqliteStore(conn)
         store.setup()
-        return _store_backend(name, store)
+        return _store_backend(name, store, _sqlite_text(conn))
     assert name == "postgres-store", name
-    return _store_backend(name, request.getfixturevalue("postgres_store"))
+    store = request.getfixturevalue("postgres_store")
+    return _store_backend(name, store, _postgres_text())
 
 
 @pytest.fixture

@@ -65,10 +65,14 @@ LONG_IDS = [
     "用户" * 20,  # 40 CJK characters: 360 bytes once percent-encoded
     "https://accounts.example.com/oauth2/" + "x" * 240,
     "u" * 300,
+    "u" * 10_000,  # PostgreSQL's index rows hold a few kB: the label must be hashed
+    "用户" * 2000,
 ]
 
 
-@pytest.mark.parametrize("long_id", LONG_IDS, ids=["cjk-40", "url-276", "ascii-300"])
+@pytest.mark.parametrize(
+    "long_id", LONG_IDS, ids=["cjk-40", "url-276", "ascii-300", "ascii-10k", "cjk-4k"]
+)
 def test_long_ids_round_trip(storage: MemoryStorage, long_id: str) -> None:
     """Any id is a valid scope, however long (file names are limited to 255 bytes)."""
     scopes = [MemoryScope(long_id, "agent"), MemoryScope("alice", long_id)]

@@ -70,3 +70,41 @@ def test_update_over_a_corrupted_document_starts_empty(backend: Backend) -> None
     assert seen[-1] == Memory()
     assert contents(storage.load(SCOPE).memory) == ["learnt"]
     assert backend.quarantined(SCOPE) == [raw]
+
+
+UNDECODABLE = {  # texts no JSON parser accepts, each once a traceback on every update
+    "long-number": '{"revision": 1, "document": {"facts": [], "n": ' + "9" * 5000 + "}}",
+    "deep-nesting": '{"revision": 1, "document": {"facts": ' + "[" * 3000 + "]" * 3000 + "}}",
+}
+
+
+@pytest.mark.requires("stored_text")
+@pytest.mark.parametrize("kind", sorted(UNDECODABLE))
+def test_an_undecodable_document_is_kept_aside(
+    backend: Backend, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stored text that makes the JSON parser raise ``ValueError`` (a number of more than
+    4,300 digits) or ``RecursionError`` (deep nesting) is quarantined like any other corrupted
+    document: the user starts empty, the next update is stored, everyone else is listed."""
+    assert backend.corrupt_text is not None
+    storage = backend.storage
+    storage.save(OTHER, memory("bob's"), 0)
+    backend.corrupt_text(SCOPE, UNDECODABLE[kind])
+    assert OTHER in storage.list_scopes()  # the listing survives it
+    with caplog.at_level(logging.ERROR):
+        assert storage.load(SCOPE).revision == 0
+    assert storage.update(SCOPE, lambda current: memory(*contents(current), "learnt")) == 1
+    assert contents(storage.load(SCOPE).memory) == ["learnt"]
+    assert sorted(storage.list_scopes()) == sorted([OTHER, SCOPE])
+    assert any("corrupted" in line for line in backend.held())  # kept for inspection
+
+
+@pytest.mark.requires("stored_text")
+@pytest.mark.parametrize("kind", sorted(UNDECODABLE))
+def test_an_undecodable_document_loads_empty_at_once(backend: Backend, kind: str) -> None:
+    assert backend.corrupt_text is not None
+    backend.corrupt_text(SCOPE, UNDECODABLE[kind])
+    assert backend.storage.load(SCOPE).revision == 0
+    assert backend.storage.save(SCOPE, memory("fresh"), 0) == 1
+    assert backend.storage.purge(SCOPE.user_id).documents == 1
+    assert not backend.traces("corrupted")  # forgetting the user takes the copy too
