@@ -1,5 +1,9 @@
 """What is injected for a conversation, and why: the guaranteed facts, the relevance picks and the
-rendered block (pure over a loaded document; the engine loads it once per model call)."""
+rendered block (pure over a loaded document; the engine loads it once per model call).
+
+Between choosing and rendering, the user's own (manual) facts take precedence over extracted facts
+that conflict with them (:mod:`deermem_middleware.retrieval.precedence`): what the user wrote by
+hand holds until the user changes it, whatever an extraction's category or confidence."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from deermem_middleware.injection.tokens import make_token_counter
 from deermem_middleware.memory.conversation import filter_messages
 from deermem_middleware.memory.decay import last_confirmed
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
+from deermem_middleware.retrieval.precedence import active_manual_facts, manual_precedence
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact, SelectionQuery
 
 __all__ = ["Recall"]
@@ -67,12 +72,13 @@ class Recall:
             for s in self.select(key, memory, messages, top_k + len(skip))
             if s.fact.id not in skip
         ][:top_k]
+        chosen = manual_precedence(guaranteed, selected, active_manual_facts(memory.facts))
         return render_memory(
             memory,
-            selected,
+            chosen.selected,
             max_tokens=self.config.max_injection_tokens,
             count_tokens=self.count_tokens,
-            guaranteed=guaranteed,
+            guaranteed=chosen.guaranteed,
             guaranteed_tokens=self.config.guaranteed_token_budget,
             show_dates=self.config.show_fact_dates,
         )

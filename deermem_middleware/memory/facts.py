@@ -28,6 +28,15 @@ knows its weekend a year later.
 Facts written by a person (``manual``) are never changed by extraction: removals and supersedes
 naming them are ignored, a near-duplicate of one is dropped instead of reinforcing it, and trimming
 never drops one. All of these are reported as ``kept_manual``.
+
+A proposal that names a manual fact in its ``supersedes`` (the extraction says the user changed
+what they wrote by hand) is *overruled* by it: the user's own fact is the ground truth until the
+user edits it, so the proposal is stored already ``superseded`` with ``supersededBy`` = the manual
+fact — kept as evidence (the console and ``deermem inspect`` show what extraction learnt and what
+overruled it), never injected, never shown to extraction again — and reported in ``overruled``.
+Said again later, it is not stored a second time. Conflicts the extraction did not name
+(:func:`facts_conflict`) are settled when the block is built
+(:mod:`deermem_middleware.retrieval.precedence`), where a wrong guess undoes itself.
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ __all__ = [
     "apply_facts",
     "fact_similarity",
     "fact_value",
+    "facts_conflict",
     "is_near_duplicate",
     "normalize_fact_text",
     "trim_facts",
@@ -192,6 +202,118 @@ def is_near_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_THRESHOL
     return _near_duplicate(_shape(a), _shape(b), threshold) is not None
 
 
+# -- conflicts ----------------------------------------------------------------------------------
+
+CONFLICT_FRAME_SHARE: Final = 0.6
+"""The share of the longer text's words two facts must share, around one replaced value, to be
+two values of the same slot (see :func:`facts_conflict`)."""
+MAX_VALUE_WORDS: Final = 3
+"""The longest replaced value (in words) that still reads as one slot's value."""
+
+_NEGATIONS: Final = frozenset(
+    {"not", "no", "never", "nor", "neither", "none", "nothing", "nobody", "cannot"}
+)
+_AUXILIARIES: Final = frozenset(
+    {"do", "doe", "did", "is", "am", "are", "was", "were", "be", "been", "longer", "anymore",
+     "any", "ever", "really", "to", "can", "will", "would", "should"}
+)  # fmt: skip
+"""Words between a negation and what it denies ("does *not* like", "*no longer* drinks")."""
+_MULTI_VALUED: Final = frozenset(
+    {"like", "love", "enjoy", "learn", "learning", "has", "have", "had", "play", "playing",
+     "speak", "know", "visit", "visited", "own", "read", "reading", "watch", "watching", "use",
+     "using", "eat", "drink", "listen", "collect", "study", "studying", "follow"}
+)  # fmt: skip
+"""Predicates that take many values at once: "is learning Spanish" and "is learning piano" are
+two facts, not two values of one slot."""
+_CONTRACTED_NOT = re.compile(r"n['’]t\b")
+
+
+@lru_cache(maxsize=8192)
+def _conflict_words(text: str) -> tuple[str, ...]:
+    """The words :func:`facts_conflict` compares: :func:`normalize_fact_text`, "n't" spelt
+    "not", without articles, pronouns and "user", plural/third-person ``s`` dropped."""
+    normalized = _CONTRACTED_NOT.sub(" not", normalize_fact_text(text))
+    return tuple(_stem(w) for w in _WORD.findall(normalized) if w not in _STOP_WORDS)
+
+
+def _denied(words: tuple[str, ...]) -> set[str]:
+    """What a text denies: the first word after each negation that is no auxiliary."""
+    denied: set[str] = set()
+    for i, word in enumerate(words):
+        if word in _NEGATIONS:
+            rest = [w for w in words[i + 1 :] if w not in _AUXILIARIES and w not in _NEGATIONS]
+            if rest:
+                denied.add(rest[0])
+            else:  # only auxiliaries follow ("… is not anymore"): the first of them
+                after = [w for w in words[i + 1 :] if w not in _NEGATIONS]
+                denied.update(after[:1])
+    return denied
+
+
+def _denies(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+    """Does ``y`` deny what ``x`` asserts, the rest of the sentence shared?"""
+    if not any(w in _NEGATIONS for w in y):
+        return False
+    denied_x = _denied(x)
+    asserted = {w for w in x if w not in _NEGATIONS and w not in denied_x}
+    hit = _denied(y) & asserted
+    shared = (set(x) & set(y)) - _NEGATIONS
+    return bool(hit) and len(shared) >= 2
+
+
+def _replaces(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+    """Is ``y`` ``x`` with one short value replaced, in a shared frame (no negation in either)?"""
+    if any(w in _NEGATIONS for w in (*x, *y)):
+        return False  # "does not eat meat" / "does not eat fish": two denials can both hold
+    prefix = 0
+    while prefix < min(len(x), len(y)) and x[prefix] == y[prefix]:
+        prefix += 1
+    suffix = 0
+    while (
+        suffix < min(len(x), len(y)) - prefix and x[len(x) - 1 - suffix] == y[len(y) - 1 - suffix]
+    ):
+        suffix += 1
+    value_x, value_y = x[prefix : len(x) - suffix], y[prefix : len(y) - suffix]
+    if not value_x or not value_y:
+        return False  # a detail added ("Uses Go" / "Uses Go 1.22 at work"): a refinement
+    if len(value_x) > MAX_VALUE_WORDS or len(value_y) > MAX_VALUE_WORDS:
+        return False
+    frame = prefix + suffix
+    if frame < 2 or frame < CONFLICT_FRAME_SHARE * max(len(x), len(y)):
+        return False  # "Uses MySQL" / "Uses PostgreSQL": one shared word is no slot
+    predicate = x[prefix - 1] if prefix else x[len(x) - suffix]
+    return predicate not in _MULTI_VALUED
+
+
+@lru_cache(maxsize=16384)
+def facts_conflict(a: str, b: str) -> bool:
+    """Do ``a`` and ``b`` give the same slot different values (pure, symmetric)?
+
+    Two shapes count, both within one sentence frame: a *replaced value* — the same words
+    around one short span that differs ("wants to be called Sam" / "… Samuel", "prefers dark
+    mode" / "… light mode", "is 34" / "is 35"), at least two shared words making up
+    :data:`CONFLICT_FRAME_SHARE` of the longer text, and not after a predicate that takes many
+    values ("is learning Spanish" / "… piano", :data:`_MULTI_VALUED`); and a *denial* — one text
+    negates a word the other asserts, sharing two words or more ("likes coffee" / "does not like
+    coffee", "… Samuel, not Sam").
+
+    Never a conflict: a restatement (:func:`is_near_duplicate`: reinforcement), an added
+    detail ("Uses Go" / "Uses Go 1.22 at work": a refinement), a negated word the other text
+    does not assert ("Uses Go, not Rust"), two denials, texts in scripts without spaces (no
+    word frame to compare: only an extraction's explicit ``supersedes`` links them).
+
+    Precision first, like near-duplicates: what this decides is that the user's own fact is
+    shown *instead of* an extracted one (:mod:`deermem_middleware.retrieval.precedence`). A
+    missed conflict leaves both lines in the block, the manual one not necessarily first; a
+    false one hides an extracted fact from the block while the user's own is shown — it stays
+    stored and active, and comes back once the manual fact is edited or removed.
+    """
+    x, y = _conflict_words(a), _conflict_words(b)
+    if len(set(x) & set(y)) < 2 or is_near_duplicate(a, b):
+        return False  # both shapes share two words or more: most pairs end here, cheaply
+    return _denies(x, y) or _denies(y, x) or _replaces(x, y) or _replaces(y, x)
+
+
 @dataclass
 class FactChanges:
     """What an application of new facts and removals did, for logs and reports (fact ids)."""
@@ -213,6 +335,9 @@ class FactChanges:
     kept_manual: list[str] = field(default_factory=list)
     """Manual facts the update tried to remove, supersede or rewrite: left as they are."""
     unknown_supersedes: list[str] = field(default_factory=list)
+    overruled: list[str] = field(default_factory=list)
+    """Facts that named a manual fact in ``supersedes``: stored ``superseded`` by it instead
+    (new ones are not in ``added``)."""
 
     @property
     def changed(self) -> bool:
@@ -223,6 +348,7 @@ class FactChanges:
             or self.trimmed
             or self.superseded
             or self.archived
+            or self.overruled
         )
 
 
@@ -321,6 +447,43 @@ class _Matcher:
         return best_index
 
 
+def _overruled_twin(facts: Sequence[Fact], proposal: NewFact) -> Fact | None:
+    """A fact stored overruled by one of the active manual facts ``proposal`` supersedes, that
+    ``proposal`` restates: the extraction says the same thing again."""
+    manual = {
+        f.id for f in facts if f.id in proposal.supersedes and f.manual and f.status == "active"
+    }
+    if not manual:
+        return None
+    for fact in facts:
+        overruled = fact.status == "superseded" and fact.supersededBy in manual
+        if overruled and is_near_duplicate(fact.content, proposal.content):
+            return fact
+    return None
+
+
+def _overrule(
+    result: list[Fact], position: int, manual_id: str, stamp: str, changes: FactChanges
+) -> None:
+    """Store ``result[position]`` superseded by the manual fact ``manual_id`` it tried to
+    replace (module docstring); a manual or already superseded fact is left alone."""
+    fact = result[position]
+    if fact.manual or fact.status == "superseded":
+        return
+    logger.info(
+        "new fact %s (%r) conflicts with manual fact %s: stored overruled by it",
+        fact.id,
+        fact.content[:80],
+        manual_id,
+    )
+    result[position] = fact.model_copy(
+        update={"status": "superseded", "supersededBy": manual_id, "updatedAt": stamp}
+    )
+    _note(changes.overruled, fact.id)
+    if fact.id in changes.added:
+        changes.added.remove(fact.id)
+
+
 def apply_facts(
     facts: Sequence[Fact],
     new_facts: Iterable[NewFact],
@@ -381,6 +544,14 @@ def apply_facts(
             continue
         index = matcher.find(proposal.content)
         event_at = proposal.eventAt or resolve_relative_date(proposal.content, said_at or now)
+        if index is None and (twin := _overruled_twin(result, proposal)) is not None:
+            logger.info(
+                "new fact %r was overruled by manual fact %s before: not stored again",
+                proposal.content[:80],
+                twin.supersededBy,
+            )
+            _note(changes.kept_manual, twin.supersededBy or "")
+            continue
         if index is None:
             fact = Fact(
                 id=id_factory(),
@@ -455,6 +626,8 @@ def apply_facts(
                     "supersedes: manual fact %r kept (extraction never replaces it)", old_id
                 )
                 _note(changes.kept_manual, old_id)
+                if old.status == "active":
+                    _overrule(result, positions[replacement], old_id, stamp, changes)
                 continue
             if old.status == "superseded":
                 logger.debug(
