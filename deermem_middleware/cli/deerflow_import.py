@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from deermem_middleware.deerflow.layout import FolderRead, Piece
+    from deermem_middleware.memory.document import Fact
     from deermem_middleware.memory.importing import MergeReport
     from deermem_middleware.memory.interchange import CapReport
     from deermem_middleware.runtime.service import MemoryService
@@ -62,6 +63,8 @@ class _ScopeReceipt:
     merge: MergeReport
     capped: CapReport
     pieces: list[Piece]
+    left_out: tuple[Fact, ...] = ()
+    """The facts left out over ``max_facts`` (the least valuable)."""
 
 
 def _import_folder(args: argparse.Namespace) -> int:
@@ -92,7 +95,7 @@ def _import_folder(args: argparse.Namespace) -> int:
 def _import_scope(
     middleware: MemoryService, folder: FolderRead, user: str, agent: str, replace: bool
 ) -> _ScopeReceipt:
-    from deermem_middleware.memory.importing import ImportChange
+    from deermem_middleware.memory.importing import ImportChange, log_import_cuts
 
     pieces = folder.for_scope(user, agent)
     change = ImportChange(
@@ -101,8 +104,12 @@ def _import_scope(
         max_facts=middleware.config.max_facts,
         clock=_now,
     )
-    _, _, revision = middleware.change(middleware.scope(user, agent), change)
-    return _ScopeReceipt(user, agent, revision, change.report, change.capped, pieces)
+    scope = middleware.scope(user, agent)
+    _, _, revision = middleware.change(scope, change)
+    log_import_cuts(change.capped, user=scope.user_id, agent=scope.agent_name)
+    return _ScopeReceipt(
+        user, agent, revision, change.report, change.capped, pieces, change.left_out
+    )
 
 
 def _print_folder_receipt(
@@ -141,6 +148,14 @@ def _print_folder_receipt(
     if lines:
         print("  repairs:")
         _print_lines(lines, verbose, indent="    ")
+    left_out = [
+        f"user {r.user!r}, agent {r.agent!r}: {f.id}: {f.content}"
+        for r in receipts
+        for f in r.left_out
+    ]
+    if left_out:
+        print("  not kept (over max_facts; raise it and import again to keep them):")
+        _print_lines(left_out, verbose, indent="    ")
     print(
         f"total: {found} fact(s) found in {len(receipts)} document(s): {added} added, "
         f"{known} already known, {repaired} repaired, {dropped} dropped"

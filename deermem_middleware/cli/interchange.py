@@ -1,6 +1,8 @@
 """``deermem export`` and ``import``: our document, DeerFlow's ``memory.json`` (v1.0), DeerFlow
 HEAD's v2 layout (summary JSON plus one Markdown file per fact), or a whole DeerFlow data folder;
-read leniently one fact at a time, and capped as extracted memory is.
+read leniently one fact at a time, and capped as extracted memory is: more facts than
+``max_facts`` are trimmed when imported, and the receipt says how many, at what ``max_facts``,
+and lists the facts left out (the first :data:`MAX_REPAIR_LINES`; ``-v`` all of them).
 
 Reading, merging and capping are :mod:`~deermem_middleware.memory.importing` (the web console
 imports the same way); this module adds the files and the receipts. A whole folder (``import
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from deermem_middleware.deerflow.layout import Piece
-    from deermem_middleware.memory.document import Memory
+    from deermem_middleware.memory.document import Fact, Memory
     from deermem_middleware.memory.interchange import CapReport
     from deermem_middleware.memory.repair import RepairReport
 
@@ -237,7 +239,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_file(args: argparse.Namespace) -> int:
-    from deermem_middleware.memory.importing import ImportChange
+    from deermem_middleware.memory.importing import ImportChange, log_import_cuts
 
     path = Path(args.file)
     if path.is_dir():
@@ -251,6 +253,7 @@ def _import_file(args: argparse.Namespace) -> int:
             read.memory, replace=args.replace, max_facts=middleware.config.max_facts, clock=_now
         )
         before, _, revision = middleware.change(scope, change)
+    log_import_cuts(change.capped, user=scope.user_id, agent=scope.agent_name)
     report, capped = change.report, change.capped
     repaired = _repaired_note(read.report)
     if args.replace:
@@ -271,6 +274,7 @@ def _import_file(args: argparse.Namespace) -> int:
             + _capped_note(capped)
         )
     _print_lines([*read.report.lines(), *read.notes], args.verbose)
+    _print_lines(_left_out_lines(change.left_out), args.verbose)
     return 0
 
 
@@ -295,6 +299,12 @@ def _print_lines(lines: Sequence[str], verbose: int, indent: str = "  ") -> None
         print(f"{indent}{line}")
     if len(lines) > len(shown):
         print(f"{indent}... and {len(lines) - len(shown)} more (-v lists them all)")
+
+
+def _left_out_lines(facts: Sequence[Fact]) -> list[str]:
+    """One line per fact an import did not keep over ``max_facts`` (imported, or stored before
+    a merge): its id and text."""
+    return [f"not kept over max_facts: {f.id}: {f.content}" for f in facts]
 
 
 def _capped_note(capped: CapReport) -> str:

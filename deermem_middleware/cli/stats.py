@@ -1,6 +1,8 @@
 """``deermem stats``: per user and agent, facts by status and category, confidences, sizes, pending
-work, and the hit rate of the usage signal — facts used / facts injected (the items are
-:func:`~deermem_middleware.runtime.stats.stats_items`)."""
+work, the hit rate of the usage signal — facts used / facts injected — and what left the memory
+without anyone asking: archived facts (in the status counts) and the facts ``max_facts`` deleted
+(``trimmed``, counted in the document). The items are
+:func:`~deermem_middleware.runtime.stats.stats_items`."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def _stats(args: argparse.Namespace) -> int:
         )
         print(f"  facts {item['facts']} ({statuses}; {item['manual']} manual)")
         print(f"  by category: {categories}")
+        print(f"  {_describe_trimmed(item['trimmed'], item['lastTrimmedAt'])}")
         if conf is not None:
             print(
                 f"  confidence min {conf['min']:.2f}, median {conf['median']:.2f}, "
@@ -47,3 +50,11 @@ def _stats(args: argparse.Namespace) -> int:
             )
             print(f"  {describe_hit_rate(item['used'], item['injections'])}")
     return 0
+
+
+def _describe_trimmed(count: int, last: str | None) -> str:
+    """``"trimmed: 150 fact(s) deleted by max_facts, the last at 2026-06-01T12:00:00Z"``."""
+    if not count:
+        return "trimmed: none (no fact deleted by max_facts)"
+    when = f", the last at {last}" if last else ""
+    return f"trimmed: {count:,} fact(s) deleted by max_facts{when}"

@@ -478,6 +478,7 @@ def console_router(console: Console) -> APIRouter:
         from deermem_middleware.memory.importing import (
             ImportChange,
             ImportFormatError,
+            log_import_cuts,
             read_document_data,
         )
 
@@ -503,7 +504,8 @@ def console_router(console: Console) -> APIRouter:
             return result
 
         before, _, revision = service.change(scope, encodable)
-        report = change.report
+        log_import_cuts(change.capped, user=scope.user_id, agent=scope.agent_name)
+        report, left_out = change.report, change.capped.facts_over_capacity
         result = {
             "revision": revision,
             "format": read.detected,
@@ -514,6 +516,7 @@ def console_router(console: Console) -> APIRouter:
             "repaired": read.report.facts_repaired,
             "dropped": read.report.facts_dropped,
             "capped": change.capped.notes(),
+            "overCapacity": left_out,
             "replaced": len(before.facts) if body.replace else None,
         }
         audit(
@@ -523,6 +526,7 @@ def console_router(console: Console) -> APIRouter:
             detail=(
                 f"{'replaced' if body.replace else 'merged'} ({read.detected}): "
                 f"{len(report.added)} fact(s) added"
+                + (f", {len(left_out)} left out over max_facts" if left_out else "")
             ),
             after={"added": report.added[:200]},
         )

@@ -15,8 +15,10 @@ from deermem_middleware.deerflow.formats import from_deerflow, to_deerflow
 from deermem_middleware.injection.render import MEMORY_CLOSE, MEMORY_OPEN
 from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
+from deermem_middleware.memory.importing import log_import_cuts
 from deermem_middleware.memory.interchange import cap_document
 from deermem_middleware.retrieval.selector import ScoredFact
+from deermem_middleware.storage.base import MemoryScope
 
 __all__ = [
     "cleared",
@@ -91,16 +93,19 @@ def cleared(memory: Memory, now: str) -> Memory:
     return Memory(lastUpdated=now, watermarks=memory.watermarks)
 
 
-def imported(memory_data: Mapping[str, Any], *, max_facts: int, now: str) -> Memory:
-    """A DeerFlow document read leniently, fact by fact, and capped like extracted memory
-    (what was repaired or cut is logged as WARNINGs); to replace a document with, keeping its
-    threads' progress (:func:`replacing`)."""
+def imported(
+    memory_data: Mapping[str, Any], *, max_facts: int, now: str, scope: MemoryScope
+) -> Memory:
+    """A DeerFlow document for ``scope`` read leniently, fact by fact, and capped like
+    extracted memory, as every import is (what was repaired or cut is logged as WARNINGs,
+    :func:`~deermem_middleware.memory.importing.log_import_cuts`; facts over ``max_facts`` are
+    left out and counted as trimmed); to replace a document with, keeping its threads' progress
+    (:func:`replacing`)."""
     incoming, report = from_deerflow(memory_data, where="imported memory", now=now)
     for line in report.lines():
         logger.warning("memory import: %s", line)
-    capped, cuts = cap_document(incoming, max_facts=max_facts)
-    for note in cuts.notes():
-        logger.warning("memory import: %s", note)
+    capped, cuts = cap_document(incoming, max_facts=max_facts, now=now)
+    log_import_cuts(cuts, user=scope.user_id, agent=scope.agent_name)
     return capped.model_copy(update={"lastUpdated": now})
 
 

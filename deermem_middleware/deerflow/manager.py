@@ -324,10 +324,10 @@ class DeermemMemoryManager(MemoryManager):
     ) -> dict[str, Any]:
         """Replace the bucket's memory with a DeerFlow document (read leniently, fact by fact;
         capped like extracted memory; threads' progress kept). Returns the stored result."""
-        incoming = gateway.imported(
-            memory_data, max_facts=self._config.max_facts, now=utc_now_iso()
-        )
         scope = self._scope(user_id, agent_name)
+        incoming = gateway.imported(
+            memory_data, max_facts=self._config.max_facts, now=utc_now_iso(), scope=scope
+        )
         return self._write(scope, lambda memory: gateway.replacing(incoming, memory))
 
     def shutdown_flush(self, timeout: float) -> bool:

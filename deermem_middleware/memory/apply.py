@@ -8,6 +8,10 @@ Transient facts whose ``validUntil`` passed are archived here too, on every upda
 opt-in ``archive_floor``, facts that decayed below it): the document is only rewritten when a
 conversation produced an update, so that is when time catches up with it (readers that need decay
 between updates use :func:`~deermem_middleware.memory.decay.effective_confidence`).
+
+Facts over ``max_facts`` are deleted here (the least valuable go) and counted in the document's
+``trimmed`` counter (:mod:`~deermem_middleware.memory.capacity` says why deleted, not archived);
+the updater logs both, with the user, the agent and the count, once the update is saved.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from deermem_middleware.memory.capacity import record_trim
 from deermem_middleware.memory.decay import DEFAULT_HALF_LIFE_DAYS
 from deermem_middleware.memory.document import (
     SECTION_FIELDS,
@@ -56,6 +61,7 @@ class ApplyReport:
             "archived": len(self.facts.archived),
             "revived": len(self.facts.revived),
             "kept_manual": len(self.facts.kept_manual),
+            "overruled": len(self.facts.overruled),
         }
 
 
@@ -103,6 +109,7 @@ def apply_update(
     changes: dict[str, object] = {"facts": tuple(facts)}
     if report.changed:
         changes["lastUpdated"] = utc_now_iso(now)
+    memory = record_trim(memory, len(report.facts.trimmed), utc_now_iso(now))
     return memory.model_copy(update=changes), report
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -348,21 +348,51 @@ def has_enough_for_update(turns: Sequence[Turn]) -> bool:
 
 
 def turns_after(
-    turns: Sequence[Turn], watermark: str | None, position: int | None = None
+    turns: Sequence[Turn],
+    watermark: str | None,
+    position: int | None = None,
+    seen: Collection[str] = (),
+    opening: Collection[str] = (),
 ) -> list[Turn]:
-    """The turns after the one whose fingerprint is ``watermark``.
+    """The turns of a thread's capture that were not extracted yet.
 
-    The *last* occurrence wins (the same text can be said twice; ids are unique). When the
-    watermark is not found, either this capture is *older* than the stored one (another worker
-    already stored a longer conversation: it has no more than ``position`` turns) and nothing is
-    new, or the host trimmed or summarised its history and every turn is new: re-reading a few
-    old turns only reinforces facts, while skipping new ones would lose them.
+    ``watermark`` is the fingerprint of the thread's last extracted turn and ``position`` how
+    many turns that capture had up to it; ``seen`` holds the thread's most recently extracted
+    fingerprints and ``opening`` the first ones of that capture (both done). In order:
+
+    1. The watermark at ``position``: the conversation was resent whole; what follows is new
+       (exact even when a content hash repeats later: an answer said twice word for word).
+    2. Else the newest turn already done — the watermark's last occurrence, else the last turn
+       whose fingerprint is in ``seen`` or ``opening`` — and what follows it: a history trimmed
+       or summarised at the front, a window that overlaps the last one or keeps the opening
+       message, or an *older* capture from another worker (it ends on a done turn: nothing).
+    3. Else no turn of the capture was done: all are new — a short window, or an agent without
+       a checkpointer that captures only the newest message (LangGraph ids every message afresh
+       on every call). A watermark stored before threads kept ``seen`` cannot tell that from an
+       older capture, and falls back to length: fewer turns than ``position`` is older.
+
+    Novelty is decided per turn, never by length, so a capture that does not grow still yields
+    its new turns, and the extraction reads only those. The trade-offs: for messages without
+    ids (content-hash fingerprints), a turn outside the watermark's neighbourhood whose role
+    and text equal a done one is taken as done (a verbatim repetition, whose facts memory
+    already holds); an older capture lagging further than ``seen`` and ``opening`` reach is
+    read again after its opening (reinforcing what memory holds, never losing a turn).
     """
     if watermark is None:
         return list(turns)
+    if (
+        position is not None
+        and 0 < position <= len(turns)
+        and turns[position - 1].fingerprint == watermark
+    ):
+        return list(turns[position:])
     for index in range(len(turns) - 1, -1, -1):
         if turns[index].fingerprint == watermark:
             return list(turns[index + 1 :])
-    if position is not None and len(turns) <= position:
+    done = {*seen, *opening}
+    for index in range(len(turns) - 1, -1, -1):
+        if turns[index].fingerprint in done:
+            return list(turns[index + 1 :])
+    if not done and position is not None and len(turns) < position:
         return []
     return list(turns)

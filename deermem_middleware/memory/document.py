@@ -54,6 +54,7 @@ __all__ = [
     "Memory",
     "Section",
     "SourceKind",
+    "TrimCount",
     "UserContext",
     "Watermark",
     "coerce_confidence",
@@ -395,18 +396,55 @@ class Watermark(BaseModel):
     count: Annotated[int, _COUNT] = 0
     updatedAt: str = ""
     position: Annotated[int | None, _COUNT] = None
-    """How many turns the conversation had up to ``turn``: a capture with no more turns than
-    this that does not contain ``turn`` is an older capture, not a trimmed history."""
+    """How many turns the capture had up to ``turn``: where a conversation resent whole still
+    holds ``turn`` (and, for a watermark without ``seen``, the length below which a capture
+    without ``turn`` is an older one)."""
     seen: tuple[str, ...] = ()
-    """For conversations without a thread id: the fingerprints of the turns extracted under
-    this key (newest last, at most :data:`MAX_SEEN_TURNS`)."""
+    """The fingerprints of the turns extracted under this key, newest last. For a thread: its
+    most recent ones (at most ``MAX_THREAD_SEEN_TURNS``), which tell a trimmed window or a
+    capture of only the newest message (new turns) from an older capture (nothing new). For a
+    conversation without a thread id: at most :data:`MAX_SEEN_TURNS`. Empty in watermarks
+    written before threads kept it."""
+    opening: tuple[str, ...] = ()
+    """For a thread: the fingerprints of the first turns (at most ``MAX_OPENING_TURNS``) of the
+    capture ``turn`` was extracted from — done, like every turn of that capture. A conversation
+    resent whole keeps its opening, so an older capture replayed long after (a crashed worker's
+    journal entry) is still recognised when ``seen`` no longer reaches back to it."""
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: Any) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and not data.get("seen"):
-            data.pop("seen", None)
+        if isinstance(data, dict):
+            for key in ("seen", "opening"):
+                if not data.get(key):
+                    data.pop(key, None)
         return data
+
+
+class TrimCount(BaseModel):
+    """The facts capacity (``max_facts``) deleted from a memory: deleted facts leave nothing
+    behind, so they are counted here, for ``deermem stats`` and the console (see
+    :mod:`deermem_middleware.memory.capacity`)."""
+
+    model_config = _STORED
+
+    count: Annotated[int, _COUNT] = 0
+    """Facts deleted by capacity, in all."""
+    lastAt: str = ""
+    """When the last of them were deleted (an update or an import)."""
+    lastCount: Annotated[int, _COUNT] = 0
+    """How many that last time."""
+
+
+def _trim_count(value: Any) -> Any:
+    """A counter as a hand-edited file may hold it: one that does not read is no counter (it is
+    a statistic; the document must still load)."""
+    if value is None or isinstance(value, TrimCount):
+        return value
+    try:
+        return TrimCount.model_validate(value)
+    except ValueError:  # pydantic's ValidationError is one
+        return None
 
 
 class Memory(BaseModel):
@@ -420,6 +458,15 @@ class Memory(BaseModel):
     history: History = Field(default_factory=History)
     facts: tuple[Fact, ...] = ()
     watermarks: dict[str, Watermark] = Field(default_factory=dict)
+    trimmed: Annotated[TrimCount | None, BeforeValidator(_trim_count)] = None
+    """What capacity deleted so far (None: nothing, and the key is not written)."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("trimmed") is None:
+            data.pop("trimmed", None)
+        return data
 
     def section(self, name: str) -> Section:
         """The section called ``name`` (one of :data:`SECTION_FIELDS`)."""

@@ -9,6 +9,13 @@ named by their JSON path (:class:`ImportFormatError`); merged without duplicates
 (:func:`~deermem_middleware.memory.interchange.cap_document`), all inside the storage's
 compare-and-set loop (:class:`ImportChange` for ``MemoryService.change``).
 
+An import over ``max_facts`` is trimmed when it is imported, not by the next conversation: the
+least valuable facts are left out (:attr:`ImportChange.left_out`), counted in the document's
+``trimmed`` (:mod:`~deermem_middleware.memory.capacity`), named in the receipt with the limit and
+how to keep them, and logged by :func:`log_import_cuts` — the one log every importer (the CLI,
+the console, DeerFlow's gateway) calls once the import is saved. Trimming later would have
+reported "250 fact(s) added" and then deleted 150 of them in the next conversation's update.
+
 Pure: no files, the clock passed in. What only a file has (Markdown facts beside a v2 manifest,
 references relative to its folder) stays with the command, which hands its part in through
 ``prepare``.
@@ -16,11 +23,12 @@ references relative to its folder) stays with the command, which hands its part 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Memory
+from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Fact, Memory
 from deermem_middleware.memory.facts import normalize_fact_text
 from deermem_middleware.memory.interchange import CapReport, cap_document, invalid_text
 
@@ -34,6 +42,7 @@ __all__ = [
     "ImportFormatError",
     "MergeReport",
     "detect_format",
+    "log_import_cuts",
     "merge_memory",
     "read_document_data",
 ]
@@ -52,6 +61,8 @@ LIFECYCLE_KEYS: Final = frozenset(
 )
 """Fact keys only we write: a file with any of them is one of ours (DeerFlow HEAD writes
 ``status`` and ``updatedAt`` too)."""
+
+logger = logging.getLogger(__name__)
 
 Prepare = Callable[[dict[str, Any]], tuple[dict[str, Any], Sequence["Repair"]]]
 """A caller's step between the shape checks and the reading (see :func:`read_document_data`)."""
@@ -257,10 +268,14 @@ class ImportChange:
         """What the last call merged (facts added after the caps, skipped, summaries taken)."""
         self.capped = CapReport()
         """What the caps cut in the last call."""
+        self.left_out: tuple[Fact, ...] = ()
+        """The facts the last call left out over ``max_facts`` (the least valuable), for the
+        receipt: imported or already stored."""
 
     def __call__(self, memory: Memory) -> Memory:
         now = self.clock()
         self.capped = CapReport()
+        self.left_out = ()
         if isinstance(self.incoming, Memory):
             if self.replace:
                 self.report = MergeReport(added=[f.id for f in self.incoming.facts])
@@ -275,7 +290,29 @@ class ImportChange:
                 self.report.absorb(step)
             if merged is memory:
                 return memory  # nothing new: nothing written
-        result, self.capped = cap_document(merged, max_facts=self.max_facts)
+        result, self.capped = cap_document(merged, max_facts=self.max_facts, now=now)
         dropped = set(self.capped.facts_over_capacity)
         self.report.added = [i for i in self.report.added if i not in dropped]
+        self.left_out = tuple(f for f in merged.facts if f.id in dropped)
         return result
+
+
+def log_import_cuts(capped: CapReport, *, user: str, agent: str) -> None:
+    """Log what the caps cut from an import into the memory of ``user`` and ``agent``, once it
+    is saved (the receipt says it too, to whoever imported): the facts left out over
+    ``max_facts`` in one WARNING with their count — never their text, memory may be private —
+    and their ids at DEBUG; each other cut (lengths, text repaired) in a WARNING of its own."""
+    who = f"user {user!r} agent {agent!r}"
+    over = capped.facts_over_capacity
+    if over:
+        logger.warning(
+            "memory import into %s: %d fact(s) over max_facts=%s not kept (the least valuable; "
+            "deleted, counted as trimmed in `deermem stats`); raise max_facts and import again "
+            "to keep them",
+            who,
+            len(over),
+            capped.max_facts,
+        )
+        logger.debug("memory import into %s: left out over max_facts: %s", who, ", ".join(over))
+    for note in replace(capped, facts_over_capacity=[]).notes():
+        logger.warning("memory import into %s: %s", who, note)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+from deermem_middleware.memory.capacity import record_trim
 from deermem_middleware.memory.document import (
     MAX_FACT_CHARS,
     MAX_SUMMARY_CHARS,
@@ -62,6 +63,8 @@ class CapReport:
     text_repaired: int = 0
     facts_over_capacity: list[str] = field(default_factory=list)
     watermarks_dropped: int = 0
+    max_facts: int | None = None
+    """The capacity the facts were held to (named in the note)."""
 
     @property
     def changed(self) -> bool:
@@ -82,9 +85,11 @@ class CapReport:
         if self.text_repaired:
             notes.append(f"{self.text_repaired} text(s) with invalid characters repaired")
         if self.facts_over_capacity:
+            limit = f"max_facts is {self.max_facts}; " if self.max_facts is not None else ""
             notes.append(
-                f"{len(self.facts_over_capacity)} fact(s) over max_facts not kept (the least "
-                "valuable: superseded and archived first, then the least confident)"
+                f"{len(self.facts_over_capacity)} fact(s) over max_facts not kept ({limit}the "
+                "least valuable: superseded and archived first, then the least confident; "
+                "raise max_facts and import again to keep them)"
             )
         if self.watermarks_dropped:
             notes.append(f"{self.watermarks_dropped} thread watermark(s) beyond {MAX_WATERMARKS}")
@@ -107,15 +112,17 @@ def _capped_fact(fact: Fact, report: CapReport) -> Fact:
     return fact.model_copy(update=update) if update else fact
 
 
-def cap_document(memory: Memory, *, max_facts: int) -> tuple[Memory, CapReport]:
+def cap_document(memory: Memory, *, max_facts: int, now: str) -> tuple[Memory, CapReport]:
     """``memory`` within the caps extracted data has: fact and summary lengths, valid text,
     ``max_facts`` (the least valuable facts go, as
-    :func:`~deermem_middleware.memory.facts.trim_facts` decides) and the number of thread
-    watermarks. Returns the capped document and what was cut."""
-    report = CapReport()
+    :func:`~deermem_middleware.memory.facts.trim_facts` decides, and are counted at ``now`` in
+    the document's ``trimmed``: :mod:`~deermem_middleware.memory.capacity`) and the number of
+    thread watermarks. Returns the capped document and what was cut."""
+    report = CapReport(max_facts=max_facts)
     facts = [_capped_fact(f, report) for f in memory.facts]
     kept, dropped = trim_facts(facts, max_facts)
     report.facts_over_capacity = [f.id for f in dropped]
+    memory = record_trim(memory, len(dropped), now)
     changes: dict[str, object] = {"facts": tuple(kept)}
     user, history = memory.user, memory.history
     for name in SECTION_FIELDS:

@@ -1,6 +1,11 @@
 """What one stored memory document holds, in numbers: the per-scope item of ``deermem stats`` and
 the web console's overview.
 
+Facts leave a memory two ways behind the user's back: archived (expired, or decayed below the
+opt-in ``archive_floor``; kept, counted by status, and as ``archived``) and trimmed by capacity
+(``max_facts``; deleted, so counted in the document's ``trimmed`` counter:
+:mod:`~deermem_middleware.memory.capacity`). Both are shown, so neither goes unnoticed.
+
 Counting is cheap and read-only, but a document may be unreadable (a hand-edited file, a
 half-migrated database row): one bad scope must not hide every other one, so it becomes an item
 with an ``error`` instead of an exception.
@@ -70,8 +75,10 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
     the journal), then ``revision``, ``lastUpdated``, ``bytes``, ``facts``, ``byStatus``,
     ``byCategory`` (both sorted by name), ``manual``, ``confidence`` (min, median, max; None
     without facts), ``injections``, ``used`` (injections whose turn's answer used the fact:
-    the usage signal) and ``hitRate`` (``used / injections``, None before any injection); or,
-    when the document cannot be read, ``error`` in their place.
+    the usage signal), ``hitRate`` (``used / injections``, None before any injection),
+    ``archived`` (facts of that status), ``trimmed`` (facts ``max_facts`` deleted, in all) and
+    ``lastTrimmedAt`` (None when never); or, when the document cannot be read, ``error`` in
+    their place.
 
     ``bytes`` is the file's size for a JSON-file storage (what is on disk, indentation included),
     else the size of the document as compact UTF-8 JSON.
@@ -89,6 +96,7 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
     except CorruptedMemoryError as exc:
         return {**item, "error": str(exc)}
     facts = stored.memory.facts
+    trimmed = stored.memory.trimmed
     injections = sum(f.injections for f in facts)
     used = sum(min(f.used, f.injections) for f in facts)
     confidences = sorted(f.confidence for f in facts)
@@ -117,6 +125,9 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
             "injections": injections,
             "used": used,
             "hitRate": hit_rate(used, injections),
+            "archived": sum(1 for f in facts if f.status == "archived"),
+            "trimmed": trimmed.count if trimmed is not None else 0,
+            "lastTrimmedAt": (trimmed.lastAt or None) if trimmed is not None else None,
         }
     )
     return item

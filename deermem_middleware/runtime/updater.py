@@ -22,13 +22,18 @@ from typing import Any, Literal
 from deermem_middleware.config import DEFAULT_MAX_FACTS, MemoryConfig
 from deermem_middleware.extraction.extractor import ExtractionResult, MemoryExtractor
 from deermem_middleware.memory.apply import ApplyReport, apply_update
+from deermem_middleware.memory.capacity import trimmed_count
 from deermem_middleware.memory.conversation import Turn, has_enough_for_update, turns_after
-from deermem_middleware.memory.document import Memory, Watermark, new_fact_id
+from deermem_middleware.memory.document import MAX_SEEN_TURNS, Memory, Watermark, new_fact_id
 from deermem_middleware.memory.gates import GateReport, gate_update
 from deermem_middleware.memory.grounding import Embedder
 from deermem_middleware.memory.time import parse_timestamp
 from deermem_middleware.memory.update import MemoryUpdate
-from deermem_middleware.memory.watermark import advance_watermark
+from deermem_middleware.memory.watermark import (
+    MAX_OPENING_TURNS,
+    MAX_THREAD_SEEN_TURNS,
+    advance_watermark,
+)
 from deermem_middleware.storage.base import (
     MemoryScope,
     MemoryStorage,
@@ -42,12 +47,16 @@ logger = logging.getLogger(__name__)
 
 
 def _new_turns(job: CaptureJob, mark: Watermark | None) -> list[Turn]:
-    """The turns of ``job`` its progress marker has not seen: after the thread's watermark, or,
-    for a capture without a thread id, those not extracted under its key yet."""
+    """The turns of ``job`` its progress marker has not seen: for a thread, those after its
+    newest extracted turn (:func:`turns_after`: by fingerprint, so a trimmed window or a capture
+    of only the newest message is read too); for a capture without a thread id, those not
+    extracted under its key yet."""
+    if mark is None:
+        return list(job.turns)
     if job.conversation is not None:
-        seen = set(mark.seen) if mark is not None else set()
+        seen = set(mark.seen)
         return [t for t in job.turns if t.fingerprint not in seen]
-    return turns_after(job.turns, mark.turn if mark else None, mark.position if mark else None)
+    return turns_after(job.turns, mark.turn, mark.position, mark.seen, mark.opening)
 
 
 def _position(turns: tuple[Turn, ...], fingerprint: str) -> int:
@@ -301,22 +310,50 @@ class MemoryUpdater:
         )
         return replace(extracted, update=update, gates=gates)
 
-    def _report_trim(self, scope: MemoryScope, count: int) -> None:
-        """Say once per scope (per process) what ``max_facts`` costs: trimmed facts are deleted."""
-        with self._trim_lock:
-            first = scope not in self._trim_reported
-            self._trim_reported.add(scope)
-        if first:
-            logger.warning(
-                "memory of user %r agent %r is over max_facts=%d: %d fact(s) of least value "
-                "deleted in this update (superseded and archived first, then the least "
-                "confident, never injected or confirmed, least recently used). The default "
-                "capacity is %d; raise max_facts to keep them. Later trims are logged at INFO.",
-                scope.user_id,
-                scope.agent_name,
-                self.config.max_facts,
-                count,
-                DEFAULT_MAX_FACTS,
+    def _report_removals(self, scope: MemoryScope, report: ApplyReport, total: int) -> None:
+        """Log what left the memory of ``scope`` in a saved update without anyone asking (see
+        :mod:`deermem_middleware.memory.capacity`): facts ``max_facts`` deleted — at WARNING the
+        first time per scope in this process, saying what it costs, then at INFO — with
+        ``total``, the document's count of them; facts archived, at INFO. Counts only: the ids
+        at DEBUG, never the text (memory may be private)."""
+        trimmed, archived = report.facts.trimmed, report.facts.archived
+        who = (scope.user_id, scope.agent_name)
+        if trimmed:
+            with self._trim_lock:
+                first = scope not in self._trim_reported
+                self._trim_reported.add(scope)
+            if first:
+                logger.warning(
+                    "memory of user %r agent %r is over max_facts=%d: %d fact(s) of least value "
+                    "deleted in this update, %d in all (superseded and archived first, then the "
+                    "least confident, never injected or confirmed, least recently used; "
+                    "`deermem stats` counts them). The default capacity is %d; raise max_facts "
+                    "to keep them. Later trims are logged at INFO.",
+                    *who,
+                    self.config.max_facts,
+                    len(trimmed),
+                    total,
+                    DEFAULT_MAX_FACTS,
+                )
+            else:
+                logger.info(
+                    "memory of user %r agent %r over max_facts=%d: %d fact(s) of least value "
+                    "deleted in this update, %d in all",
+                    *who,
+                    self.config.max_facts,
+                    len(trimmed),
+                    total,
+                )
+            logger.debug("memory of user %r agent %r: trimmed fact(s) %s", *who, ", ".join(trimmed))
+        if archived:
+            logger.info(
+                "memory of user %r agent %r: %d fact(s) archived in this update (expired, or "
+                "decayed below archive_floor): kept, no longer injected",
+                *who,
+                len(archived),
+            )
+            logger.debug(
+                "memory of user %r agent %r: archived fact(s) %s", *who, ", ".join(archived)
             )
 
     def _apply_and_save(
@@ -354,6 +391,7 @@ class MemoryUpdater:
                 said_at=said_at,
             )
             state["report"] = report
+            state["trimmed_total"] = trimmed_count(memory)
             if self._annotate is not None:
                 memory = self._annotate(scope, memory)
             return advance_watermark(
@@ -363,7 +401,11 @@ class MemoryUpdater:
                 count=len(new),
                 now=now,
                 position=_position(job.turns, last_turn),
-                seen=[t.fingerprint for t in new] if job.conversation else None,
+                seen=[t.fingerprint for t in new],
+                max_seen=MAX_SEEN_TURNS if job.conversation else MAX_THREAD_SEEN_TURNS,
+                opening=[]
+                if job.conversation
+                else [t.fingerprint for t in job.turns[:MAX_OPENING_TURNS]],
             )
 
         calls = 0
@@ -382,8 +424,7 @@ class MemoryUpdater:
             )
             return UpdateOutcome("already_applied", revision, len(new), conflicts=conflicts)
         report = state["report"]
-        if report.facts.trimmed:
-            self._report_trim(scope, len(report.facts.trimmed))
+        self._report_removals(scope, report, state.get("trimmed_total", 0))
         counts = report.summary()
         logger.info(
             "memory applied for user %r agent %r: revision %d, sections=%d added=%d reinforced=%d "

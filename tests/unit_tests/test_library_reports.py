@@ -274,6 +274,9 @@ def test_scope_stats_on_a_json_file_storage(tmp_path: Path) -> None:
         "injections": 2,
         "used": 0,
         "hitRate": 0.0,
+        "archived": 0,
+        "trimmed": 0,
+        "lastTrimmedAt": None,
     }
 
     nobody = scope_stats(storage, MemoryScope("nobody"), 0)

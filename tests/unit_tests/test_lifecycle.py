@@ -463,7 +463,7 @@ def test_apply_update_archives_for_age_only_when_opted_in() -> None:
     assert summary["archived"] == 1
     for key in ("sections", "added", "reinforced", "removed", "trimmed", "below_threshold"):
         assert summary[key] == 0
-    assert {"superseded", "kept_manual", "revived"} <= set(summary)
+    assert {"superseded", "kept_manual", "revived", "overruled"} <= set(summary)
 
     same, report = apply_update(
         memory, MemoryUpdate(), now=NOW, threshold=0.7, max_facts=100, archive_floor=None
