@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import textwrap
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -128,11 +129,34 @@ def _middleware(args: argparse.Namespace) -> MemoryService:
 
 @contextlib.contextmanager
 def _opened(args: argparse.Namespace) -> Iterator[MemoryService]:
+    """A private engine for one command, closed after it; an unreachable database is one line
+    (:func:`_unreachable`)."""
+    if not getattr(args, "verbose", 0):
+        # the pool logs every failed reconnect (a WARNING each): they would bury that line
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     middleware = _middleware(args)
     try:
         yield middleware
+    except Exception as exc:
+        _unreachable(middleware, exc)
+        raise
     finally:
         middleware.close(timeout=5.0)
+
+
+def _unreachable(middleware: MemoryService, exc: Exception) -> None:
+    """A database that stopped answering while the command ran (or was never reached: opened
+    with ``setup: false``) is one line naming it — never its DSN, which may hold a password —
+    instead of the driver's traceback; any other error is left alone."""
+    from deermem_middleware.storage.factory import unreachable
+    from deermem_middleware.storage.outage import StorageUnavailable, is_outage
+
+    config = middleware.config
+    if config.storage.backend != "postgres" or isinstance(exc, StorageUnavailable):
+        return
+    if is_outage(exc):
+        message = unreachable(config.storage.dsn or "", config.storage_timeout_seconds, exc)
+        raise StorageUnavailable(message) from None
 
 
 def _now() -> str:

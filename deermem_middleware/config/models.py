@@ -251,6 +251,12 @@ class MemoryConfig(BaseModel):
     """Folder of the JSON-file backend (relative paths resolve against the YAML file's folder)."""
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """The storage backend (``file`` by default; ``postgres`` for many workers and hosts)."""
+    storage_timeout_seconds: float = Field(default=2.0, gt=0, le=300)
+    """Longest wait for the storage on an agent turn's path — the memory read before a model
+    call, the journal write of its capture — and for a connection from the PostgreSQL pool
+    (libpq's ``connect_timeout`` too, unless the DSN sets one). Past it the turn goes on without
+    memory and its capture waits in the process until the storage answers (see
+    :mod:`deermem_middleware.runtime.hotpath`)."""
     debounce_seconds: float = Field(default=30.0, ge=0, le=3600)
     """Quiet time on a thread before its update runs; a newer capture restarts the wait."""
     max_wait_seconds: float | None = Field(default=120.0, ge=0)
@@ -385,6 +391,7 @@ class MemoryConfig(BaseModel):
         "retry_base_seconds",
         "retry_max_seconds",
         "breaker_failures",
+        "storage_timeout_seconds",
         mode="before",
     )
     @classmethod

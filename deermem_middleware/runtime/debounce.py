@@ -111,6 +111,11 @@ class DebounceTable(Generic[K, P]):
         """Keys backed off beyond ``now`` (a flush does not run them)."""
         return sum(1 for k in self._backed_off if self._entries[k].not_before > now)
 
+    def next_release(self, now: float) -> float | None:
+        """When the earliest back-off still running at ``now`` ends (None: none runs)."""
+        ends = (self._entries[k].not_before for k in self._backed_off)
+        return min((end for end in ends if end > now), default=None)
+
     def _pop(self, key: K) -> _Entry[P]:
         self._backed_off.discard(key)
         return self._entries.pop(key)

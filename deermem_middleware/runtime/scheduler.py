@@ -266,6 +266,10 @@ class DebounceScheduler(Generic[K, P]):
                     timeout: float | None = None  # a worker's pick-up or finish wakes us
                 else:
                     next_deadline = self._table.next_deadline()
+                    release = self._table.next_release(now) if self._flushing else None
+                    if release is not None:  # a flush runs backed-off work when its back-off
+                        # ends, not at its debounce deadline (up to max_wait_seconds later)
+                        next_deadline = min(release, next_deadline or release)
                     timeout = None if next_deadline is None else max(0.0, next_deadline - now)
                 self._cond.wait(timeout)
 

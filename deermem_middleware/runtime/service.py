@@ -45,6 +45,7 @@ from deermem_middleware.retrieval.selector import (
     ScoredFact,
     SelectionParams,
 )
+from deermem_middleware.runtime.hotpath import StorageGuard, StorageUnavailable
 from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
 from deermem_middleware.runtime.recovery import take_over_orphans
 from deermem_middleware.runtime.registry import ENGINES, engine_key
@@ -57,6 +58,7 @@ from deermem_middleware.storage.base import (
     MemoryScope,
     MemoryStorage,
     PurgeReceipt,
+    StorageError,
 )
 from deermem_middleware.storage.factory import open_storage, wrap_storage
 from deermem_middleware.storage.journal import PendingJournal, job_token
@@ -142,6 +144,14 @@ class MemoryService:
             max_seconds=config.retry_max_seconds,
             threshold=config.breaker_failures,
         )
+        self.hot_path = StorageGuard(
+            config.storage_timeout_seconds, name=f"deermem-{self.agent_name}-storage"
+        )
+        """Bounds the storage calls on an agent turn's path (the memory read before a model
+        call, the capture's journal write): see :mod:`deermem_middleware.runtime.hotpath`."""
+        self._unjournaled: dict[SchedulerKey, CaptureJob] = {}
+        """Pending captures whose journal write failed on the agent's path (written later)."""
+        self._unjournaled_lock = threading.Lock()
         self.journal: PendingJournal | None = self._make_journal() if config.journal else None
         self._waiting_for_model: list[CaptureJob] = []
         if self.journal is not None and config.enabled:
@@ -252,17 +262,22 @@ class MemoryService:
         wait = self.breaker.blocked_for()
         if wait > 0:
             # the endpoint failed repeatedly: no call until the back-off ends; work stays pending
+            self._journal_late(key, job)
             raise RetryLater(wait, "circuit breaker open")
         try:
             outcome = self.updater.run(job)
         except Exception as exc:
             retry = retry_for_failure(exc, job, self.breaker, self.config)
             if retry is not None:
+                if not isinstance(exc, StorageError):  # the storage answers: journal it now
+                    self._journal_late(key, job)
                 raise retry from exc
             self._journal_done(job)  # nothing usable came back: the job ends (logged)
             return
         self.breaker.record_success()
+        self.hot_path.record_success()  # loaded and stored: an outage, if any, is over
         if outcome.status == "no_model":
+            self._journal_late(key, job)
             with self._extractor_lock:
                 self._waiting_for_model.append(job)  # retried when a model becomes known
         else:
@@ -276,6 +291,11 @@ class MemoryService:
                 logger.exception("memory update listener %r failed", listener)
 
     def _journal_done(self, job: CaptureJob) -> None:
+        key = (job.scope, job.thread_id)
+        with self._unjournaled_lock:
+            missed = self._unjournaled.get(key)
+            if missed is not None and len(missed.turns) <= len(job.turns):
+                del self._unjournaled[key]  # its turns are in this job (a newer one is not)
         if self.journal is None:
             return
         try:
@@ -388,6 +408,9 @@ class MemoryService:
             return None
         journal = self.journal
         pending = [(s, journal.forget(s)) for s in scopes] if journal is not None else []
+        with self._unjournaled_lock:  # nothing of theirs is journaled later either
+            for key in [k for k in self._unjournaled if k[0] in found]:
+                del self._unjournaled[key]
         receipt = self.storage.purge(user_id, agent_name)
         for scope, count in pending:
             receipt.add_pending(scope, count)
@@ -465,10 +488,7 @@ class MemoryService:
             job = CaptureJob(scope, safe_thread_id(thread_id), tuple(turns))
         thread = job.thread_id
         if self.journal is not None:
-            try:
-                self.journal.put(scope, thread, job.turns, job.conversation)
-            except Exception:  # a full disk must not stop the agent; the capture still runs
-                logger.exception("journaling the capture of thread %r failed", thread)
+            self._journal_capture(job)
         self.scheduler.submit((scope, thread), job)
         if now:
             self.scheduler.fire((scope, thread))
@@ -479,6 +499,54 @@ class MemoryService:
             len(turns),
         )
         return True
+
+    def _journal_capture(self, job: CaptureJob) -> None:
+        """Journal a capture on the agent's path, bounded by ``storage_timeout_seconds``. When
+        the write fails (the storage is away, a full disk) the agent goes on and the capture
+        still runs from this process's memory; its entry is written later by the worker that
+        runs it, should it still be pending with the storage back (:meth:`_journal_late`)."""
+        journal = self.journal
+        if journal is None:
+            return
+        key = (job.scope, job.thread_id)
+        try:
+            self.hot_path.call(
+                "journaling a capture",
+                lambda: journal.put(job.scope, job.thread_id, job.turns, job.conversation),
+            )
+        except StorageUnavailable as exc:  # the outage itself is logged once, by the guard
+            logger.info(
+                "memory capture of thread %r kept in this process, not journaled (%s)",
+                job.thread_id,
+                exc,
+            )
+        except Exception:  # a full disk must not stop the agent; the capture still runs
+            logger.exception("journaling the capture of thread %r failed", job.thread_id)
+        else:
+            with self._unjournaled_lock:
+                self._unjournaled.pop(key, None)
+            return
+        with self._unjournaled_lock:
+            self._unjournaled[key] = job
+
+    def _journal_late(self, key: SchedulerKey, job: CaptureJob) -> None:
+        """On a worker: write the journal entry the agent's path could not, for a capture that
+        stays pending (the storage answers now, but the update could not run yet)."""
+        with self._unjournaled_lock:
+            missed = self._unjournaled.get(key)
+        journal = self.journal
+        if missed is None or journal is None:
+            return
+        newest = missed if len(missed.turns) > len(job.turns) else job
+        try:
+            journal.put(newest.scope, newest.thread_id, newest.turns, newest.conversation)
+        except Exception as exc:
+            logger.info("journaling the capture of thread %r failed again: %s", job.thread_id, exc)
+            return
+        with self._unjournaled_lock:
+            if self._unjournaled.get(key) is missed:  # a newer miss is journaled by its own run
+                del self._unjournaled[key]
+        logger.info("memory capture of thread %r journaled (pending update)", job.thread_id)
 
     # -- the model call ------------------------------------------------------------------------
 
@@ -506,19 +574,24 @@ class MemoryService:
         thread_id: str | None = None,
     ) -> str:
         """The ``<memory>`` block for a model call about to be made, recorded in the ledger;
-        "" when there is nothing to inject or memory failed (logged: the call goes on).
+        "" when there is nothing to inject or memory failed (logged: the call goes on) — a
+        storage that does not answer within ``storage_timeout_seconds`` included.
 
         ``agent_name`` is the agent of this run when the host names it per run (DeerFlow's
         context, ``create_agent(name=...)``); None: this engine's configured agent.
         ``thread_id``: the conversation, for a host that asks outside a graph run (None: the
         running graph's thread) — the usage signal compares that thread's answer with it."""
         try:
-            rendered = self.explain_memory(messages, user_id=user_id, agent_name=agent_name)
+            scope = self.scope(user_id, agent_name)
+            stored = self.hot_path.call("reading memory", lambda: self.storage.load(scope))
+            rendered = self.recall.explain(scope, stored.memory, messages)
+        except StorageUnavailable:  # logged once per outage by the guard; the call goes on
+            return ""
         except Exception as exc:
             self.report_injection_error(exc, user_id)
             return ""
         if rendered.text:
-            self._record_injection(self.scope(user_id, agent_name), rendered, thread_id)
+            self._record_injection(scope, rendered, thread_id)
         return rendered.text
 
     # -- the injection ledger ---------------------------------------------------------------

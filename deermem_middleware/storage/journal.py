@@ -359,8 +359,11 @@ class FileJournal(PendingJournal):
             if not folder.is_dir():
                 return 0
             for path in folder.iterdir():
+                # every file goes; only entries count: not an entry set aside as unreadable
+                # (``.<name>.unreadable-<time>``), nor a write in progress (``.<name>.tmp``)
+                entry = path.suffix == ".json" and not path.name.startswith(".")
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
-                    removed += 1
+                    removed += entry
             self._made.discard(folder)
         return removed
