@@ -28,6 +28,7 @@ __all__ = [
     "filter_messages",
     "has_enough_for_update",
     "is_trivial_ack",
+    "merge_captures",
     "message_text",
     "message_time",
     "strip_uploads",
@@ -396,3 +397,28 @@ def turns_after(
     if not done and position is not None and len(turns) < position:
         return []
     return list(turns)
+
+
+def merge_captures(
+    older: Sequence[Turn], newer: Sequence[Turn], *, limit: int
+) -> tuple[tuple[Turn, ...], int]:
+    """The turns of a thread's ``newer`` capture, preceded by the turns of the ``older`` one that
+    it lacks (by fingerprint), at most ``limit`` in all; and how many of the oldest were cut.
+
+    A newer capture of a thread used to *replace* the pending one, which is right when every
+    capture holds the whole conversation (the newer one contains the older's turns). A thread
+    whose capture does not grow — no checkpointer, each call capturing only its newest exchange,
+    or a history trimmed to a short window — lost every exchange but the last of a burst within
+    the debounce. Merging keeps them: with whole histories nothing is missing and the newer
+    capture is returned as it is, so the extraction cost is unchanged. ``limit`` bounds what a
+    long burst (or a long outage, whose retries keep merging) can accumulate.
+    """
+    if not older:
+        return tuple(newer), 0
+    known = {turn.fingerprint for turn in newer}
+    missing = [turn for turn in older if turn.fingerprint not in known]
+    if not missing:
+        return tuple(newer), 0
+    merged = (*missing, *newer)
+    cut = max(0, len(merged) - limit)
+    return merged[cut:], cut

@@ -2,7 +2,8 @@
 
 :class:`DebounceTable` is the state machine inside
 :class:`~deermem_middleware.runtime.scheduler.DebounceScheduler`: a capture replaces its key's
-pending work and pushes its deadline to ``min(last + debounce, first + max_wait)``, a retry backs a
+pending work (or is merged with it, by the caller's ``merge``: the memory keeps the turns of a
+windowed thread's earlier captures) and pushes its deadline to ``min(last + debounce, first + max_wait)``, a retry backs a
 key off, a key that is running is skipped until it is free again. It holds no threads, no lock and
 no clock — the caller passes ``now`` — so tests and benchmarks (``benchmarks/extraction_cost.py``)
 can simulate hours of traffic without sleeping, and the scheduler is left with only its threads.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -42,13 +43,21 @@ class DebounceTable(Generic[K, P]):
     the keys whose deadline passed. A heap with lazy invalidation keeps all O(log n).
     """
 
-    def __init__(self, debounce_seconds: float, max_wait_seconds: float | None) -> None:
+    def __init__(
+        self,
+        debounce_seconds: float,
+        max_wait_seconds: float | None,
+        merge: Callable[[P, P], P] | None = None,
+    ) -> None:
+        """``merge(older, newer)``: the payload that replaces a key's pending one (default: the
+        newer one), also when a failed run is backed off while a newer submit is pending."""
         if debounce_seconds < 0:
             raise ValueError("debounce_seconds must be >= 0")
         if max_wait_seconds is not None and max_wait_seconds < 0:
             raise ValueError("max_wait_seconds must be >= 0")
         self.debounce = debounce_seconds
         self.max_wait = max_wait_seconds
+        self._merge = merge
         self._entries: dict[K, _Entry[P]] = {}
         self._heap: list[tuple[float, int, K]] = []
         self._seq = itertools.count()
@@ -78,6 +87,8 @@ class DebounceTable(Generic[K, P]):
             entry = _Entry(payload, now, now, seq)
             self._entries[key] = entry
         else:
+            if self._merge is not None:
+                payload = self._merge(entry.payload, payload)
             entry.payload, entry.last, entry.seq = payload, now, seq
         if not_before is not None:
             entry.not_before = max(entry.not_before, not_before)
@@ -98,11 +109,14 @@ class DebounceTable(Generic[K, P]):
         return True
 
     def defer(self, key: K, payload: P, now: float, not_before: float) -> None:
-        """Back off ``key`` until ``not_before``; its pending payload, if newer, is kept."""
+        """Back off ``key`` until ``not_before``; its pending payload, if newer, is kept (merged
+        with the failed one when the table merges)."""
         entry = self._entries.get(key)
         if entry is None:
             self.submit(key, payload, now, not_before=not_before)
             return
+        if self._merge is not None:
+            entry.payload = self._merge(payload, entry.payload)
         entry.not_before = max(entry.not_before, not_before)
         self._backed_off.add(key)
         self._push(key, entry)
@@ -110,6 +124,11 @@ class DebounceTable(Generic[K, P]):
     def deferred(self, now: float) -> int:
         """Keys backed off beyond ``now`` (a flush does not run them)."""
         return sum(1 for k in self._backed_off if self._entries[k].not_before > now)
+
+    def pending(self, key: K) -> P | None:
+        """The pending payload of ``key`` (None: nothing pending)."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.payload
 
     def next_release(self, now: float) -> float | None:
         """When the earliest back-off still running at ``now`` ends (None: none runs)."""

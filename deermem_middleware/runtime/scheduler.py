@@ -103,11 +103,12 @@ class DebounceScheduler(Generic[K, P]):
         flush_on_exit_seconds: float | None = 10.0,
         clock: Callable[[], float] = time.monotonic,
         name: str = "deermem",
+        merge: Callable[[P, P], P] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be >= 1")
         self._handler = handler
-        self._table: DebounceTable[K, P] = DebounceTable(debounce_seconds, max_wait_seconds)
+        self._table: DebounceTable[K, P] = DebounceTable(debounce_seconds, max_wait_seconds, merge)
         self._clock = clock
         self._cond = threading.Condition()
         self._inbox: collections.deque[tuple[K, P, float]] = collections.deque()
@@ -147,6 +148,13 @@ class DebounceScheduler(Generic[K, P]):
             self._inbox.append((key, payload, self._clock()))
             self.stats.submitted += 1
             self._cond.notify_all()
+
+    def pending_work(self, key: K) -> P | None:
+        """The newest work of ``key`` waiting to run (None: none; a run in progress is not
+        pending)."""
+        with self._cond:
+            self._merge_inbox_locked()
+            return self._table.pending(key)
 
     def fire(self, key: K) -> bool:
         """Run the pending work of ``key`` now instead of after its debounce; returns at once

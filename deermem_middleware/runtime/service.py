@@ -51,7 +51,7 @@ from deermem_middleware.runtime.recovery import take_over_orphans
 from deermem_middleware.runtime.registry import ENGINES, engine_key
 from deermem_middleware.runtime.retry import CircuitBreaker, retry_for_failure
 from deermem_middleware.runtime.scheduler import DebounceScheduler, RetryLater
-from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome
+from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome, merge_jobs
 from deermem_middleware.storage.base import (
     DEFAULT_AGENT,
     CorruptedMemoryError,
@@ -248,6 +248,7 @@ class MemoryService:
                     max_pending=self.config.queue_max_depth,
                     flush_on_exit_seconds=self.config.flush_on_exit_seconds,
                     name=f"deermem-{self.agent_name}",
+                    merge=merge_jobs,
                 )
             return self._scheduler
 
@@ -486,6 +487,9 @@ class MemoryService:
             job = CaptureJob(scope, capture_key(turns), tuple(turns), None, conversation_key(turns))
         else:
             job = CaptureJob(scope, safe_thread_id(thread_id), tuple(turns))
+            pending = self.scheduler.pending_work((scope, job.thread_id))
+            if pending is not None:  # a window or a lone message: keep the burst's turns
+                job = merge_jobs(pending, job)
         thread = job.thread_id
         if self.journal is not None:
             self._journal_capture(job)

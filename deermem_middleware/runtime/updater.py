@@ -23,7 +23,12 @@ from deermem_middleware.config import DEFAULT_MAX_FACTS, MemoryConfig
 from deermem_middleware.extraction.extractor import ExtractionResult, MemoryExtractor
 from deermem_middleware.memory.apply import ApplyReport, apply_update
 from deermem_middleware.memory.capacity import trimmed_count
-from deermem_middleware.memory.conversation import Turn, has_enough_for_update, turns_after
+from deermem_middleware.memory.conversation import (
+    Turn,
+    has_enough_for_update,
+    merge_captures,
+    turns_after,
+)
 from deermem_middleware.memory.document import MAX_SEEN_TURNS, Memory, Watermark, new_fact_id
 from deermem_middleware.memory.gates import GateReport, gate_update
 from deermem_middleware.memory.grounding import Embedder
@@ -109,6 +114,35 @@ class CaptureJob:
     def progress_key(self) -> str:
         """The watermark this job reads and advances."""
         return self.conversation or self.thread_id
+
+
+MAX_MERGED_TURNS = 200
+"""The most turns one pending capture accumulates by merging (:func:`merge_jobs`)."""
+
+
+def merge_jobs(older: CaptureJob, newer: CaptureJob) -> CaptureJob:
+    """The job that replaces a thread's pending ``older`` one when ``newer`` is captured (or
+    when ``older`` failed and is backed off while ``newer`` waits): ``newer``, with the turns of
+    ``older`` it lacks in front (:func:`~deermem_middleware.memory.conversation.merge_captures`).
+    Whole-history captures contain the older turns, so they come out unchanged; a windowed or
+    checkpointer-less thread keeps every exchange of a burst. A merged job is extracted afresh
+    (an extraction kept for a retried save covered fewer turns)."""
+    if older.conversation is not None or newer.conversation is not None:
+        return newer  # keyed by content: another key's turns are never mixed in
+    if older.scope != newer.scope or older.thread_id != newer.thread_id:
+        return newer
+    turns, cut = merge_captures(older.turns, newer.turns, limit=MAX_MERGED_TURNS)
+    if turns == newer.turns:
+        return newer
+    if cut:
+        logger.warning(
+            "memory capture of thread %r: %d turn(s) of earlier captures not extracted yet "
+            "were dropped (more than %d pending turns)",
+            newer.thread_id,
+            cut,
+            MAX_MERGED_TURNS,
+        )
+    return replace(newer, turns=turns, extracted=None)
 
 
 class SaveFailed(StorageError):
