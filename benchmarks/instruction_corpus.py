@@ -25,38 +25,19 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deermem_middleware.injection import safety
 from deermem_middleware.injection.privilege import first_privilege_match
+from deermem_middleware.testing import CorpusCase, load_corpus
 
 DEFAULT_CORPUS = (
     Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "instruction_corpus.jsonl"
 )
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str
-    part: str
-    lang: str
-    label: str
-    kind: str
-    text: str
-
-
-def load(path: Path) -> list[Case]:
-    cases = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            cases.append(Case(**json.loads(line)))
-        except (TypeError, ValueError) as exc:
-            raise SystemExit(f"{path}:{number}: not a corpus case ({exc})") from exc
-    return cases
+Case = CorpusCase
 
 
 def scores(cases: list[Case]) -> dict[str, Any]:
@@ -116,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.corpus.is_file():
         print(f"corpus not found at {args.corpus} (pass --corpus)", file=sys.stderr)
         return 2
-    cases = load(args.corpus)
+    cases = load_corpus(args.corpus)
     rows: dict[str, dict[str, Any]] = {}
     for part in ("dev", "heldout", "all"):
         for lang in ("en", "zh", "all"):

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -60,10 +61,11 @@ Answer = str | Exception | Callable[[list[BaseMessage]], str]
 def update_json(
     *,
     sections: dict[str, str] | None = None,
-    facts: Iterable[tuple[str, str, Any]] = (),
+    facts: Iterable[tuple[str, str, Any] | Mapping[str, Any]] = (),
     remove: Sequence[str] = (),
 ) -> str:
-    """A MemoryUpdate answer as the LLM would write it."""
+    """A MemoryUpdate answer as the LLM would write it; a fact is ``(content, category,
+    confidence)`` or a whole ``newFacts`` item (``supersedes``, ``entities``...)."""
     sections = sections or {}
 
     def group(names: Sequence[str]) -> dict[str, Any]:
@@ -74,7 +76,10 @@ def update_json(
             "user": group(USER_FIELDS),
             "history": group(HISTORY_FIELDS),
             "newFacts": [
-                {"content": c, "category": cat, "confidence": conf} for c, cat, conf in facts
+                dict(f)
+                if isinstance(f, Mapping)
+                else {"content": f[0], "category": f[1], "confidence": f[2]}
+                for f in facts
             ],
             "factsToRemove": list(remove),
         }
@@ -330,3 +335,31 @@ class OpenAIStub:
             max_retries=0,
             **kwargs,
         )
+
+
+@dataclass(frozen=True)
+class CorpusCase:
+    """One labelled memory string of the instruction corpus
+    (``tests/fixtures/instruction_corpus.jsonl``): ``label`` is ``withhold`` (must be classified
+    ``injection``) or ``keep``; ``part`` is ``dev`` (tuned on) or ``heldout``."""
+
+    id: str
+    part: str
+    lang: str
+    label: str
+    kind: str
+    text: str
+
+
+def load_corpus(path: Path) -> list[CorpusCase]:
+    """The cases of a JSON-lines corpus file; a bad line is a ``ValueError`` naming file and
+    line (shared by the corpus test and its benchmark)."""
+    cases = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(CorpusCase(**json.loads(line)))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}:{number}: not a corpus case ({exc})") from None
+    return cases

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.messages import AnyMessage, RemoveMessage
+from langgraph.runtime import Runtime
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.config import ConfigError, load_memory_config
@@ -83,3 +86,18 @@ def postgres_store(dsn: str) -> Iterator[Any]:
         yield store
     finally:
         pool.close()
+
+
+class KeepLastTwo(AgentMiddleware[AgentState[Any], Any]):
+    """Trims a thread's history to its last two messages after every model call (as a
+    history-window middleware does), removing the rest from the checkpointed state."""
+
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return keep_last_two(state["messages"])
+
+
+def keep_last_two(messages: list[AnyMessage]) -> dict[str, Any] | None:
+    """The state update that keeps only the last two of ``messages``."""
+    if len(messages) <= 2:
+        return None
+    return {"messages": [RemoveMessage(id=m.id) for m in messages[:-2] if m.id]}

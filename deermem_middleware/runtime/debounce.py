@@ -3,9 +3,10 @@
 :class:`DebounceTable` is the state machine inside
 :class:`~deermem_middleware.runtime.scheduler.DebounceScheduler`: a capture replaces its key's
 pending work (or is merged with it, by the caller's ``merge``: the memory keeps the turns of a
-windowed thread's earlier captures) and pushes its deadline to ``min(last + debounce, first + max_wait)``, a retry backs a
-key off, a key that is running is skipped until it is free again. It holds no threads, no lock and
-no clock — the caller passes ``now`` — so tests and benchmarks (``benchmarks/extraction_cost.py``)
+windowed thread's earlier captures) and pushes its deadline to
+``min(last + debounce, first + max_wait)``, a retry backs a key off, a key that is running is
+skipped until it is free again. It holds no threads, no lock and no clock — the caller passes
+``now`` — so tests and benchmarks (``benchmarks/extraction_cost.py``)
 can simulate hours of traffic without sleeping, and the scheduler is left with only its threads.
 """
 

@@ -109,8 +109,13 @@ MAX_NAME_BYTES = 150
 def file_name(name: str) -> str:
     """The file/folder name of an id: :func:`encode_name`, or for very long ids a readable
     prefix plus a hash (``~`` marks it; the document itself records the full id)."""
-    encoded = encode_name(name)
-    if len(encoded) <= MAX_NAME_BYTES:
+    return shortened(encode_name(name), name, MAX_NAME_BYTES)
+
+
+def shortened(encoded: str, name: str, limit: int) -> str:
+    """``encoded`` (an encoding of ``name``) if it has at most ``limit`` characters, else its
+    first 100 characters (never splitting a ``%XX`` escape) plus ``~`` and a hash of ``name``."""
+    if len(encoded) <= limit:
         return encoded
     prefix = encoded[:100]
     cut = prefix.rfind("%", len(prefix) - 2)  # never split a %XX escape

@@ -23,7 +23,6 @@ Layout (namespace labels percent-encode ``.``, which the store reserves):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
@@ -43,7 +42,7 @@ from deermem_middleware.storage.base import (
     StoredMemory,
 )
 from deermem_middleware.storage.journal import JournalEntry, PendingJournal
-from deermem_middleware.storage.json_file import decode_name, encode_name
+from deermem_middleware.storage.json_file import decode_name, encode_name, shortened
 from deermem_middleware.storage.store_writers import Consistency, writer_for
 
 __all__ = ["Consistency", "StoreJournal", "StoreStorage"]
@@ -64,15 +63,7 @@ def label(name: str) -> str:
     """A namespace label for an id: percent-encoded, dots included (the store's separator); a
     very long one is cut to a prefix plus a hash of the whole id (``~`` marks it), as the file
     backend names its files."""
-    encoded = encode_name(name).replace(".", "%2E") or "%00"
-    if len(encoded) <= MAX_LABEL_CHARS:
-        return encoded
-    prefix = encoded[:100]
-    cut = prefix.rfind("%", len(prefix) - 2)  # never split a %XX escape
-    if cut >= 0:
-        prefix = prefix[:cut]
-    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=12).hexdigest()
-    return f"{prefix}~{digest}"
+    return shortened(encode_name(name).replace(".", "%2E") or "%00", name, MAX_LABEL_CHARS)
 
 
 def unlabel(text: str) -> str | None:

@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.runtime import Runtime
 
 from deermem_middleware import MemoryMiddleware
 from deermem_middleware.memory.conversation import Turn, merge_captures
@@ -27,7 +25,7 @@ from deermem_middleware.runtime.updater import MAX_MERGED_TURNS, CaptureJob, mer
 from deermem_middleware.storage import MemoryScope
 from deermem_middleware.storage.journal import FileJournal
 from deermem_middleware.testing import MarkerChatModel, RecordingAgentModel, marker_fact
-from tests.helpers import memory_config
+from tests.helpers import KeepLastTwo, memory_config
 
 SCOPE = MemoryScope("alice", "coder")
 MARKERS = ("B1-C001", "B2-C002", "B3-C003")
@@ -120,14 +118,6 @@ def test_without_a_merge_the_newer_payload_replaces_the_pending_one() -> None:
 
 
 # -- real agents, three turns within the debounce ------------------------------------------------
-
-
-class KeepLastTwo(AgentMiddleware[AgentState[Any], Any]):
-    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        messages: list[AnyMessage] = state["messages"]
-        if len(messages) <= 2:
-            return None
-        return {"messages": [RemoveMessage(id=m.id) for m in messages[:-2] if m.id]}
 
 
 def _burst(agent: Any, mw: MemoryMiddleware) -> None:

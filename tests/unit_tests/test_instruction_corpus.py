@@ -13,8 +13,6 @@ same bar. The classifier is deterministic, so the floors are the measured figure
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,7 @@ from deermem_middleware.injection.safety import assess_memory_text
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.retrieval.selector import ScoredFact
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
-from deermem_middleware.testing import ScriptedChatModel, update_json
+from deermem_middleware.testing import CorpusCase, ScriptedChatModel, load_corpus, update_json
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "instruction_corpus.jsonl"
 PARTS = ("dev", "heldout")
@@ -43,29 +41,8 @@ ISSUE_EXAMPLE = (
 )
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str
-    part: str
-    lang: str
-    label: str
-    kind: str
-    text: str
-
-
-def load_corpus() -> list[Case]:
-    cases = []
-    with CORPUS.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    cases.append(Case(**json.loads(line)))
-                except (TypeError, ValueError) as exc:
-                    raise AssertionError(f"{CORPUS.name}:{number}: bad case: {exc}") from exc
-    return cases
-
-
-CASES = load_corpus()
+Case = CorpusCase
+CASES = load_corpus(CORPUS)
 
 
 def withheld(case: Case) -> bool:

@@ -13,7 +13,6 @@ gates and file storage; only the extraction model is scripted.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +29,7 @@ from deermem_middleware.retrieval.precedence import manual_precedence
 from deermem_middleware.retrieval.selector import ScoredFact
 from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.storage import MemoryScope
-from deermem_middleware.testing import ScriptedChatModel
+from deermem_middleware.testing import ScriptedChatModel, update_json
 from tests.helpers import memory_config
 
 SAM = "User wants to be called Sam"
@@ -209,20 +208,6 @@ def test_without_a_conflict_the_choice_is_untouched() -> None:
 # -- end to end ------------------------------------------------------------------------------------
 
 
-def _answer(facts: list[dict[str, Any]]) -> str:
-    section = {"shouldUpdate": False, "summary": ""}
-    return json.dumps(
-        {
-            "user": dict.fromkeys(("workContext", "personalContext", "topOfMind"), section),
-            "history": dict.fromkeys(
-                ("recentMonths", "earlierContext", "longTermBackground"), section
-            ),
-            "newFacts": facts,
-            "factsToRemove": [],
-        }
-    )
-
-
 def _extraction(content: str, *, category: str, supersede: bool) -> Any:
     """A model that proposes ``content`` at 0.95, naming the manual fact it read in its prompt
     in ``supersedes`` when ``supersede``."""
@@ -238,7 +223,7 @@ def _extraction(content: str, *, category: str, supersede: bool) -> Any:
         }
         if supersede and SAM in shown:
             fact["supersedes"] = [shown[SAM]]
-        return _answer([fact])
+        return update_json(facts=[fact])
 
     return answer
 
@@ -298,9 +283,11 @@ def test_an_extracted_name_never_outranks_the_users_own(
 def test_an_agreeing_or_refining_extraction_is_kept(tmp_path: Path) -> None:
     answers = iter(
         [
-            _answer([{"content": SAM, "category": "preference", "confidence": 0.95}]),
-            _answer(
-                [{"content": "Uses Go 1.22 at work", "category": "knowledge", "confidence": 0.95}]
+            update_json(facts=[{"content": SAM, "category": "preference", "confidence": 0.95}]),
+            update_json(
+                facts=[
+                    {"content": "Uses Go 1.22 at work", "category": "knowledge", "confidence": 0.95}
+                ]
             ),
         ]
     )

@@ -411,18 +411,25 @@ def test_opening_a_dead_database_is_one_clear_error() -> None:
     assert "hunter2" not in message and "\n" not in message
 
 
-def test_deermem_show_against_a_dead_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _dead_database_config(tmp_path: Path, extra: str = "") -> Path:
+    """A config file naming :data:`DEAD_DSN` with a short storage timeout."""
     config = tmp_path / "config.yaml"
     config.write_text(
         "memory:\n"
         "  storage_timeout_seconds: 0.2\n"
         "  storage:\n"
         "    backend: postgres\n"
+        f"{extra}"
         f"    dsn: {DEAD_DSN}\n",
         encoding="utf-8",
     )
+    return config
+
+
+def test_deermem_show_against_a_dead_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _dead_database_config(tmp_path)
     assert main(["show", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("deermem: ")]
@@ -435,16 +442,7 @@ def test_a_database_lost_after_opening_is_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # setup: false opens without a query; the first read is the one that fails
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "memory:\n"
-        "  storage_timeout_seconds: 0.2\n"
-        "  storage:\n"
-        "    backend: postgres\n"
-        "    setup: false\n"
-        f"    dsn: {DEAD_DSN}\n",
-        encoding="utf-8",
-    )
+    config = _dead_database_config(tmp_path, "    setup: false\n")
     assert main(["show", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "cannot reach" in err and "deermem_gone" in err

@@ -9,37 +9,25 @@ middleware, scheduler, updater and file storage are the real ones.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, system_text
+from deermem_middleware.testing import (
+    RecordingAgentModel,
+    ScriptedChatModel,
+    system_text,
+    update_json,
+)
 
 MYSQL = "User uses MySQL"
 POSTGRES = "User uses PostgreSQL"
 
 _FACT_LINE = re.compile(r"^- (fact_\w+) \| \w+ \| [\d.]+ \| (.*)$", re.MULTILINE)
-
-
-def _answer(facts: list[dict[str, Any]]) -> str:
-    """A whole MemoryUpdate answer with only ``newFacts`` set."""
-    section = {"shouldUpdate": False, "summary": ""}
-    return json.dumps(
-        {
-            "user": dict.fromkeys(("workContext", "personalContext", "topOfMind"), section),
-            "history": dict.fromkeys(
-                ("recentMonths", "earlierContext", "longTermBackground"), section
-            ),
-            "newFacts": facts,
-            "factsToRemove": [],
-        }
-    )
 
 
 def _extraction(messages: list[BaseMessage]) -> str:
@@ -48,8 +36,8 @@ def _extraction(messages: list[BaseMessage]) -> str:
     conversation = prompt.split("<conversation>", 1)[1]
     shown = {content: fact_id for fact_id, content in _FACT_LINE.findall(prompt)}
     if "moved from MySQL to PostgreSQL" in conversation:
-        return _answer(
-            [
+        return update_json(
+            facts=[
                 {
                     "content": POSTGRES,
                     "category": "context",
@@ -60,10 +48,17 @@ def _extraction(messages: list[BaseMessage]) -> str:
             ]
         )
     if "I use MySQL" in conversation:
-        return _answer(
-            [{"content": MYSQL, "category": "context", "confidence": 0.95, "sourceKind": "stated"}]
+        return update_json(
+            facts=[
+                {
+                    "content": MYSQL,
+                    "category": "context",
+                    "confidence": 0.95,
+                    "sourceKind": "stated",
+                }
+            ]
         )
-    return _answer([])
+    return update_json(facts=[])
 
 
 def test_a_superseded_fact_is_no_longer_injected_but_kept_for_audit(tmp_path: Path) -> None:

@@ -19,12 +19,10 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware, MemoryNodes, MemoryState
 from deermem_middleware.extraction.extractor import MemoryExtractor
@@ -38,6 +36,7 @@ from deermem_middleware.memory.watermark import (
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 from deermem_middleware.testing import MarkerChatModel, RecordingAgentModel, marker_fact
+from tests.helpers import KeepLastTwo, keep_last_two
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SCOPE = MemoryScope("alice", "coder")
@@ -236,20 +235,6 @@ def test_a_thread_stored_before_seen_existed_reads_its_next_window(
 # -- real agents -----------------------------------------------------------------------------
 
 
-class KeepLastTwo(AgentMiddleware[AgentState[Any], Any]):
-    """Trims the thread's history to its last two messages after every model call (as a
-    history-window middleware does), removing the rest from the checkpointed state."""
-
-    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return _keep_last_two(state["messages"])
-
-
-def _keep_last_two(messages: list[AnyMessage]) -> dict[str, Any] | None:
-    if len(messages) <= 2:
-        return None
-    return {"messages": [RemoveMessage(id=m.id) for m in messages[:-2] if m.id]}
-
-
 def _cfg(thread: str = "t1") -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "user_id": "alice"}}
 
@@ -322,7 +307,7 @@ def test_node_pair_with_a_trimmed_history_window_stores_every_exchange(
         return {"messages": [model.invoke(nodes.with_memory(state))]}
 
     def trim(state: MemoryState) -> dict[str, Any]:
-        return _keep_last_two(list(state.get("messages", []))) or {}
+        return keep_last_two(list(state.get("messages", []))) or {}
 
     builder = StateGraph(MemoryState)
     builder.add_node("memory_inject", nodes.inject)
