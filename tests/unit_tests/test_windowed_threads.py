@@ -262,15 +262,21 @@ def test_agent_with_thread_id_and_no_checkpointer_stores_every_exchange(
     mw.close()
 
 
+def _windowed_agent(config: MemoryConfig) -> tuple[MarkerChatModel, MemoryMiddleware, Any]:
+    """An agent with a checkpointer whose history is trimmed to its last two messages."""
+    extractor = MarkerChatModel()
+    mw = MemoryMiddleware(config, model=extractor)
+    agent = create_agent(
+        RecordingAgentModel(), [], middleware=[mw, KeepLastTwo()], checkpointer=InMemorySaver()
+    )
+    return extractor, mw, agent
+
+
 def test_agent_with_a_trimmed_history_window_stores_every_exchange(
     memory_config: MemoryConfig,
 ) -> None:
     """(b) A checkpointer, and a middleware that keeps only the last two messages in state."""
-    extractor = MarkerChatModel()
-    mw = MemoryMiddleware(memory_config, model=extractor)
-    agent = create_agent(
-        RecordingAgentModel(), [], middleware=[mw, KeepLastTwo()], checkpointer=InMemorySaver()
-    )
+    extractor, mw, agent = _windowed_agent(memory_config)
     _three_turns(agent.invoke, mw)
     assert len(agent.get_state(_cfg()).values["messages"]) == 2  # the window is really short
     _assert_each_exchange_stored_once(mw, extractor)
@@ -280,11 +286,7 @@ def test_agent_with_a_trimmed_history_window_stores_every_exchange(
 async def test_agent_with_a_trimmed_history_window_stores_every_exchange_async(
     memory_config: MemoryConfig,
 ) -> None:
-    extractor = MarkerChatModel()
-    mw = MemoryMiddleware(memory_config, model=extractor)
-    agent = create_agent(
-        RecordingAgentModel(), [], middleware=[mw, KeepLastTwo()], checkpointer=InMemorySaver()
-    )
+    extractor, mw, agent = _windowed_agent(memory_config)
     for marker in MARKERS:
         await agent.ainvoke(
             {"messages": [HumanMessage(f"Please remember marker {marker}.")]}, _cfg()
