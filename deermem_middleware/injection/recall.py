@@ -18,7 +18,7 @@ from deermem_middleware.injection.tokens import make_token_counter
 from deermem_middleware.memory.conversation import filter_messages
 from deermem_middleware.memory.decay import last_confirmed
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
-from deermem_middleware.retrieval.precedence import active_manual_facts, manual_precedence
+from deermem_middleware.retrieval.precedence import manual_precedence
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact, SelectionQuery
 
 __all__ = ["Recall"]
@@ -72,7 +72,8 @@ class Recall:
             for s in self.select(key, memory, messages, top_k + len(skip))
             if s.fact.id not in skip
         ][:top_k]
-        chosen = manual_precedence(guaranteed, selected, active_manual_facts(memory.facts))
+        manual = self.selector.lexical_index(key, memory).manual_facts() if memory.facts else ()
+        chosen = manual_precedence(guaranteed, selected, manual)
         return render_memory(
             memory,
             chosen.selected,

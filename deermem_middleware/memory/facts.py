@@ -309,9 +309,13 @@ def facts_conflict(a: str, b: str) -> bool:
     stored and active, and comes back once the manual fact is edited or removed.
     """
     x, y = _conflict_words(a), _conflict_words(b)
-    if len(set(x) & set(y)) < 2 or is_near_duplicate(a, b):
+    if len(set(x) & set(y)) < 2:
         return False  # both shapes share two words or more: most pairs end here, cheaply
-    return _denies(x, y) or _denies(y, x) or _replaces(x, y) or _replaces(y, x)
+    if not (_denies(x, y) or _denies(y, x) or _replaces(x, y) or _replaces(y, x)):
+        return False
+    # the near-duplicate test last: it is the costly one (character 3-grams), and most pairs
+    # sharing two words have neither shape (every selected fact meets every manual one)
+    return not is_near_duplicate(a, b)
 
 
 @dataclass

@@ -63,7 +63,7 @@ def manual_precedence(
     conflicts with one of ``manual`` (active manual facts) replaced by that manual fact, or
     dropped when the manual fact is already shown above it (module docstring). Pure; without a
     conflict the input comes back unchanged, in the same order."""
-    manual = [f for f in manual if f.manual and f.status == "active"]
+    manual = active_manual_facts(manual)
     if not manual:
         return Precedence(tuple(guaranteed), tuple(selected))
     offered = {s.fact.id: s for s in (*guaranteed, *selected) if s.fact.manual}

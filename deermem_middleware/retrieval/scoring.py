@@ -245,6 +245,15 @@ class FactIndex:
         self._entities: EntityIndex | None = None
         self.rule_masks: dict[RecallRule, np.ndarray] = {}
         """Per recall rule, the facts it names (filled on first use)."""
+        self._manual: tuple[Fact, ...] | None = None
+
+    def manual_facts(self) -> tuple[Fact, ...]:
+        """The user's own (manual) facts among these, found once per revision: manual
+        precedence asks for them on every model call, and scanning 10,000 facts for them took
+        0.4 ms of a 0.8 ms selection."""
+        if self._manual is None:
+            self._manual = tuple(f for f in self.facts if f.manual)
+        return self._manual
 
     def hubness(self) -> np.ndarray | None:
         """Per fact, its vector's dot product with the mean fact vector (None: lexical only).

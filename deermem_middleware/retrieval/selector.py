@@ -106,7 +106,15 @@ class FactSelector:
         return self.embeddings is not None
 
     def index(self, key: Hashable, memory: Memory) -> FactIndex:
-        """The index of ``memory`` (cached under ``key`` for as long as the document is current)."""
+        """The index of ``memory`` (cached under ``key`` for as long as the document is current),
+        with the facts' vectors once they are embedded."""
+        index = self.lexical_index(key, memory)
+        self._attach_vectors(index, wait=False)
+        return index
+
+    def lexical_index(self, key: Hashable, memory: Memory) -> FactIndex:
+        """:meth:`index` without looking for vectors: for what needs only the facts (the manual
+        ones, on every model call after the selection has attached them)."""
         with self._lock:
             entry = self._items.get(key)
             if entry is not None and entry[0] is memory:
@@ -131,7 +139,6 @@ class FactSelector:
                 self._items.move_to_end(key)
                 while len(self._items) > self._cache_size:
                     self._items.popitem(last=False)
-        self._attach_vectors(index, wait=False)
         return index
 
     def prepare(self, key: Hashable, memory: Memory) -> FactIndex:
