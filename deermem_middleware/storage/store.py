@@ -87,6 +87,11 @@ def under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     return tuple(namespace[: len(prefix)]) == tuple(prefix)
 
 
+def _aside_key() -> str:
+    """The key a corrupted document is kept under, next to where it was: ``corrupted-<UTC>``."""
+    return f"corrupted-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+
+
 class StoreStorage(MemoryStorage):
     """Memory documents in a LangGraph ``BaseStore`` (see the module docstring)."""
 
@@ -167,7 +172,7 @@ class StoreStorage(MemoryStorage):
             return self.store.get(namespace, DOCUMENT_KEY)
         except (ValueError, RecursionError) as exc:
             reason = f"undecodable stored text ({type(exc).__name__}: {str(exc)[:200]})"
-            aside = f"corrupted-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+            aside = _aside_key()
             self._writer.set_aside(namespace, DOCUMENT_KEY, aside, reason)
             logger.error(
                 "memory at %s is corrupted (%s); kept aside as key %r and the user starts "
@@ -195,8 +200,7 @@ class StoreStorage(MemoryStorage):
     def _quarantine(self, scope: MemoryScope, value: Any, reason: str) -> StoredMemory:
         """Keep a document that does not validate aside (never overwrite it) and start empty."""
         namespace = self.namespace(scope)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        aside = f"corrupted-{stamp}"
+        aside = _aside_key()
         revision = value.get("revision") if isinstance(value, dict) else None
         self.store.put(namespace, aside, {"reason": reason, "value": value}, index=False)
         if isinstance(revision, int) and not isinstance(revision, bool):
