@@ -295,8 +295,9 @@ class MemoryService:
         key = (job.scope, job.thread_id)
         with self._unjournaled_lock:
             missed = self._unjournaled.get(key)
-            if missed is not None and len(missed.turns) <= len(job.turns):
-                del self._unjournaled[key]  # its turns are in this job (a newer one is not)
+            done = {t.fingerprint for t in job.turns}
+            if missed is not None and all(t.fingerprint in done for t in missed.turns):
+                del self._unjournaled[key]  # its turns are in this job (a newer one's are not)
         if self.journal is None:
             return
         try:
