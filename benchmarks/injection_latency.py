@@ -146,6 +146,7 @@ def make_memory(n: int, seed: int = 1) -> Memory:
                 category=rng.choice(["preference", "knowledge", "context", "behavior", "goal"]),
                 confidence=round(rng.uniform(0.7, 1.0), 2),
                 createdAt=f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T00:00:00Z",
+                source=f"thread_{i // 8:05d}",  # a conversation tells about 8 facts
             )
         )
     summary = "Backend engineer working on Go services and PostgreSQL migrations at a fintech. " * 3

@@ -1,7 +1,9 @@
 """Fact selection on LoCoMo: does the injected top-k contain a fact the question needs?
 
 Protocol (per conversation): the fact store is the conversation's observations, one fact per
-observation with its dia_ids, createdAt = its session date, confidence 0.9. For every QA item of
+observation with its dia_ids, createdAt = its session date, source = its session (each session is
+a conversation of its own, as the product records the thread a fact was learnt in), confidence
+0.9. For every QA item of
 categories 1–4 (category 5, adversarial, reported apart):
 
 - mode ``question``: the query is the question as the newest user message;
@@ -23,6 +25,7 @@ share of the evidence dia_ids cited. Methods, in the same run:
 - ``deermem``: exactly what the package ships by default (``MemoryConfig()``), through its public
   selection API; with the ``embeddings`` extra installed that includes the semantic channel;
 - ``deermem-no-entity``: ``deermem`` with the entity route off (``entity_weight: 0``);
+- ``deermem-no-thread``: ``deermem`` with the conversation route off (``thread_weight: 0``);
 - ``deermem-lexical``: the same without embeddings (what a plain install gives);
 - ``bm25``: Okapi BM25 (k1 1.2, b 0.75, word tokens, turns concatenated), a reference;
 - ``random``; and ``all`` (every fact selected: the ceiling of this protocol).
@@ -115,6 +118,7 @@ def load(path: Path) -> list[Conversation]:
                             category="context",
                             confidence=0.9,
                             createdAt=created,
+                            source=f"{sample['sample_id']}/session_{number}",
                         )
                     )
                     cites.append(normalise_dia_ids(dia))
@@ -267,6 +271,9 @@ def build_rankers(
     no_entity = FactSelector(
         SelectionParams.from_config(MemoryConfig(entity_weight=0.0)), store
     )  # the same without the entity route: what the route adds
+    no_thread = FactSelector(
+        SelectionParams.from_config(MemoryConfig(thread_weight=0.0)), store
+    )  # the same without the conversation route
     lexical = FactSelector(SelectionParams.from_config(config), None)
     channel = type(embeddings).__name__ if embeddings is not None else "none"
 
@@ -312,6 +319,7 @@ def build_rankers(
         "seed": seed,
         "deermem": package(shipped),
         "deermem-no-entity": package(no_entity),
+        "deermem-no-thread": package(no_thread),
         "deermem-lexical": package(lexical),
         "bm25": bm25,
         "random": random_ranker,

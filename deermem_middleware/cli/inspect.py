@@ -186,7 +186,13 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-_ROUTE_NAMES = {"lexical": "lex", "semantic": "sem", "entity": "ent", "guaranteed": "g"}
+_ROUTE_NAMES = {
+    "lexical": "lex",
+    "semantic": "sem",
+    "entity": "ent",
+    "thread": "thr",
+    "guaranteed": "g",
+}
 
 
 def _routes(routes: dict[str, float]) -> str:

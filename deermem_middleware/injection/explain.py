@@ -71,6 +71,8 @@ def _score_formula(params: SelectionParams, time_route: str) -> str:
         formula += f" + {params.entity_weight:.2f} × entity"
     if params.recall_rules:
         formula += f" + {params.rule_weight:.2f} × rule"
+    if params.method == "deermem" and params.thread_weight > 0:
+        formula += f" + {params.thread_weight:.2f} × thread"
     return formula
 
 
@@ -183,6 +185,7 @@ def explain_report(
                 "placedAfter": None if is_guaranteed else scored.after,
                 "entity": None if is_guaranteed else scored.entity,
                 "rule": None if is_guaranteed else scored.rule,
+                "thread": None if is_guaranteed else scored.thread,
                 "routes": {"guaranteed": 1.0} if is_guaranteed else dict(scored.routes),
                 "score": None if is_guaranteed else scored.score,
                 "tokens": count(line or ""),

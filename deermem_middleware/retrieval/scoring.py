@@ -1,5 +1,5 @@
-"""Scoring facts for a query (pure: no I/O, no model calls): relevance, confidence, recency and
-the time route, and the ranking.
+"""Scoring facts for a query (pure: no I/O, no model calls): relevance, confidence, recency,
+the time, entity, rule and conversation routes, and the ranking.
 
 See :mod:`deermem_middleware.retrieval.selector` for why the score is what it is (measured).
 """
@@ -43,6 +43,7 @@ __all__ = [
     "recall_rules_from_config",
     "route_hits",
     "score_facts",
+    "thread_bonus",
     "time_bonus",
 ]
 
@@ -74,10 +75,14 @@ class ScoredFact:
     names), before ``entity_weight``."""
     rule: str | None = None
     """The name of the recall rule that recalled the fact (None: no rule did)."""
+    thread: float = 0.0
+    """The conversation route's input (:func:`thread_bonus`: the best relevance among the other
+    facts learnt in the same conversation), before ``thread_weight``."""
     routes: tuple[tuple[str, float], ...] = ()
     """Which routes found the fact, with their raw scores: ``lexical`` and ``semantic`` when
     the channel alone ranks it within ``top_k`` (raw cosine), ``entity``, ``time`` and
-    ``usage`` when they give it a bonus, ``rule`` (1.0) when a recall rule names it."""
+    ``usage`` when they give it a bonus, ``rule`` (1.0) when a recall rule names it,
+    ``thread`` when a fact learnt in the same conversation matched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +139,11 @@ class SelectionParams:
     turns the route off."""
     rule_weight: float = 1.0
     """Bonus of the facts a recall rule names (1: above any relevance score)."""
+    thread_weight: float = 0.2
+    """Weight of the conversation route (:func:`thread_bonus`); 0 turns it off. Measured on
+    LoCoMo dev (``benchmarks/locomo_retrieval.py``, each session its own thread), hit@15 with
+    embeddings, question / tail mode: 0 → 77.1 / 77.1, 0.1 → 77.4 / 77.4, 0.2 → 77.6 / 77.7,
+    0.3 → 77.6 / 77.6."""
     recall_rules: tuple[RecallRule, ...] = ()
     """The rule route (:mod:`deermem_middleware.retrieval.rules`)."""
 
@@ -176,6 +186,7 @@ class SelectionParams:
             entity_weight=config.entity_weight if config.selection == "deermem" else 0.0,
             rule_weight=config.rule_weight,
             recall_rules=recall_rules_from_config(config.recall_rules),
+            thread_weight=config.thread_weight if config.selection == "deermem" else 0.0,
         )
 
 
@@ -246,6 +257,22 @@ class FactIndex:
         self.rule_masks: dict[RecallRule, np.ndarray] = {}
         """Per recall rule, the facts it names (filled on first use)."""
         self._manual: tuple[Fact, ...] | None = None
+        self._threads: np.ndarray | None = None
+
+    @property
+    def threads(self) -> np.ndarray:
+        """Per fact, a number for the conversation (``source``) it was learnt in; -1 when it has
+        none (typed by a person, imported). Built on first use."""
+        if self._threads is None:
+            numbers: dict[str, int] = {}
+            self._threads = np.array(
+                [
+                    numbers.setdefault(f.source, len(numbers)) if f.source else -1
+                    for f in self.facts
+                ],
+                dtype=np.int64,
+            )
+        return self._threads
 
     def manual_facts(self) -> tuple[Fact, ...]:
         """The user's own (manual) facts among these, found once per revision: manual
@@ -387,6 +414,35 @@ def time_bonus(index: FactIndex, intent: TimeIntent, params: SelectionParams) ->
     return bonus
 
 
+def thread_bonus(relevance: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """The conversation route's per-fact bonus (pure): the best relevance among the *other*
+    facts learnt in the same conversation (``threads``: a number per fact, -1 for none).
+
+    Why: a conversation is about a few things at once. When one of its facts matches the
+    question well, its neighbours are more likely to be what the question needs than equally
+    matching facts from elsewhere ("what did she buy before the trip?" — the boots bought in the
+    conversation about the trip). A fact's own relevance never counts for it, so the route only
+    reorders facts by their company; facts alone in a conversation, or without one, get 0.
+    Negative relevance counts as 0. O(n): two grouped maxima.
+    """
+    values = np.maximum(np.asarray(relevance, dtype=np.float64), 0.0)
+    out = np.zeros(len(values))
+    known = threads >= 0
+    if len(values) < 2 or not known.any():
+        return out
+    groups = threads[known]
+    mine = values[known]
+    size = int(groups.max()) + 1
+    best = np.zeros(size)
+    np.maximum.at(best, groups, mine)
+    at_best = mine >= best[groups]
+    tied = np.bincount(groups[at_best], minlength=size) > 1
+    second = np.zeros(size)
+    np.maximum.at(second, groups, np.where(at_best, 0.0, mine))
+    out[known] = np.where(at_best & ~tied[groups], second[groups], best[groups])
+    return out
+
+
 def newer_competitors_first(
     order: Sequence[int],
     similarity: np.ndarray,
@@ -488,6 +544,8 @@ class Scores:
     """Per fact, the first applying rule that recalled it."""
     rules: tuple[RecallRule, ...] = ()
     """The recall rules that applied to the message."""
+    thread: np.ndarray | None = None
+    """The conversation route's bonus, before ``thread_weight`` (None: the route is off)."""
 
 
 def _dehubbed(
@@ -559,6 +617,10 @@ def score_facts(
         entity, names = index.entities.bonus(query.primary)
         if names:
             score = score + params.entity_weight * entity
+    thread: np.ndarray | None = None
+    if params.thread_weight > 0 and n > 1:
+        thread = thread_bonus(relevance, index.threads)
+        score = score + params.thread_weight * thread
     hit: np.ndarray | None = None
     rule_names: list[str | None] = []
     applied: list[RecallRule] = []
@@ -582,6 +644,7 @@ def score_facts(
         hit,
         tuple(rule_names),
         tuple(applied),
+        thread,
     )
 
 
@@ -617,6 +680,8 @@ def route_hits(
             routes.append(("usage", float(usage[i])))
         if parts.rule is not None and parts.rule[i]:
             routes.append(("rule", 1.0))
+        if parts.thread is not None and parts.thread[i] > 0:
+            routes.append(("thread", float(parts.thread[i])))
         found.append(tuple(routes))
     return found
 

@@ -250,6 +250,7 @@ class FactSelector:
                 usage=0.0 if usage is None else float(usage[i]),
                 entity=float(parts.entity[i]),
                 rule=parts.rule_names[i] if parts.rule is not None and parts.rule[i] else None,
+                thread=0.0 if parts.thread is None else float(parts.thread[i]),
                 routes=found,
             )
             for i, found in zip(picks, routes, strict=True)

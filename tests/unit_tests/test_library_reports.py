@@ -101,7 +101,7 @@ def test_explain_report_says_why_each_fact_is_in_the_block_or_not(make_service: 
     assert report["activeFacts"] == 6
     assert report["formula"] == (
         "score = 1.00 × relevance + 0.05 × confidence + 0.02 × recency (1 for the newest fact, "
-        "halving every 90 days before it) + 0.02 × usage + 0.10 × entity; "
+        "halving every 90 days before it) + 0.02 × usage + 0.10 × entity + 0.20 × thread; "
         "relevance = lexical (character n-gram TF-IDF; no embedding channel)"
     )
     assert report["formula"].endswith(f"; {report['relevance']}")
