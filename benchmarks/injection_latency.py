@@ -241,21 +241,22 @@ def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
     lexical_samples = timed(ours(lexical, turns), calls)
 
     vectors = EmbeddingStore(_ConstantVectors())  # type: ignore[arg-type]
-
-    def with_vectors(selection: SelectionParams, seed: int) -> list[float]:
-        """Samples on new messages (none analysed by an earlier run), their query vectors
-        computed ahead: this measures scoring, not the model."""
-        selector = FactSelector(selection, vectors)
-        selector.prepare("u", memory)
-        fresh = queries(calls, seed=seed)
-        for t in fresh:
-            q = SelectionQuery.from_turns(t, config.query_turns)
-            vectors.query(q.primary)
-            vectors.query(q.context)
-        return timed(ours(selector, fresh), calls)
-
-    dense_samples = with_vectors(params, seed=4)
-    plain_samples = with_vectors(dataclasses.replace(params, feedback_weight=0.0), seed=7)
+    dense = FactSelector(params, vectors)
+    dense.prepare("u", memory)
+    dense_turns = queries(calls, seed=4)  # new messages: none analysed by the run above
+    for t in dense_turns:  # query vectors computed ahead: this measures scoring, not the model
+        q = SelectionQuery.from_turns(t, config.query_turns)
+        vectors.query(q.primary)
+        vectors.query(q.context)
+    dense_samples = timed(ours(dense, dense_turns), calls)
+    plain = FactSelector(dataclasses.replace(params, feedback_weight=0.0), vectors)
+    plain.prepare("u", memory)
+    plain_turns = queries(calls, seed=7)  # new messages again, their vectors computed ahead
+    for t in plain_turns:
+        q = SelectionQuery.from_turns(t, config.query_turns)
+        vectors.query(q.primary)
+        vectors.query(q.context)
+    plain_samples = timed(ours(plain, plain_turns), calls)
 
     seed_calls = max(5, min(calls, 30 if n >= 10_000 else calls))
     seed_it = iter(queries(calls, seed=6))

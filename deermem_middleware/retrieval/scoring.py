@@ -152,15 +152,18 @@ class SelectionParams:
     feedback_weight: float = 0.2
     """Weight of the feedback route (:func:`feedback_bonus`, semantic channel only); 0 turns it
     off. Measured on LoCoMo dev (``benchmarks/locomo_retrieval.py``), hit@15 with embeddings,
-    question / tail mode, route off: 77.6 / 77.7; with ``feedback_facts`` 3 and a pool of 45
-    (``top_k`` 15), weights 0.15 / 0.2 / 0.25 / 0.3 / 0.4 → 78.3 / 77.9, 78.2 / 78.0, 78.1 / 77.7,
-    78.0 / 77.9, 78.1 / 77.4. Pools of 30, 60, 100 and every fact, measured apart, were within
-    ±0.3 of these at 0.15–0.3; every fact cost one more pass over all vectors (+0.7–1.2 ms at
-    10,000 facts) for no better hit@15."""
+    question / tail mode, route off: 77.6 / 77.7; with ``feedback_facts`` 3 and
+    ``feedback_pool`` 45, weights 0.15 / 0.2 / 0.25 / 0.3 / 0.4 → 78.3 / 77.9, 78.2 / 78.0, 78.1 /
+    77.7, 78.0 / 77.9, 78.1 / 77.4 (pools of 30, 60, 100 and every fact within ±0.3 of these at
+    0.15–0.3)."""
     feedback_facts: int = 3
     """How many first-pass matches the feedback route's centroid is made of. Over every fact at
     0.3: 2 → 78.1 / 77.7, 3 → 78.3 / 78.1, 4 → 78.1 / 77.7; at 0.2, 5 → 77.5 / 77.4 and 10 → 77.2
     / 77.2: beyond a handful the centroid drifts to what the memory is about in general."""
+    feedback_pool: int = 45
+    """How many first-pass facts the feedback route re-ranks (3 × the default ``top_k``, as
+    many as the ranking draws its picks from); 0: every fact (one more pass over all vectors:
+    +0.7–1.2 ms at 10,000 facts, for no better hit@15)."""
     recall_rules: tuple[RecallRule, ...] = ()
     """The rule route (:mod:`deermem_middleware.retrieval.rules`)."""
 
@@ -432,11 +435,6 @@ def time_bonus(index: FactIndex, intent: TimeIntent, params: SelectionParams) ->
     return bonus
 
 
-_CANDIDATES_PER_PICK = 3
-"""The ranking chooses its ``top_k`` picks among this many × ``top_k`` best scores
-(:func:`rank_diverse`), and the feedback route re-orders the same candidates."""
-
-
 def thread_bonus(relevance: np.ndarray, threads: np.ndarray) -> np.ndarray:
     """The conversation route's per-fact bonus (pure): the best relevance among the *other*
     facts learnt in the same conversation (``threads``: a number per fact, -1 for none).
@@ -487,7 +485,7 @@ def feedback_bonus(
     the facts it matches best carry the rest (the trip, the mountains, her sister); facts close
     to those are more often what it needs than facts that only share a word with the question.
     Unlike the conversation route it needs no thread: imported and typed facts take part.
-    O(n) to find the pool, O(pool·d) to score it: the vector work does not grow with the memory.
+    O(n) to find the pool, O(pool·d) to score it: 10,000 facts cost no more than 100.
     """
     n = len(seeds)
     bonus, similarity = np.zeros(n), np.zeros(n)
@@ -701,7 +699,7 @@ def score_facts(
             params.feedback_facts,
             hub,
             params.hub_weight,
-            pool=_CANDIDATES_PER_PICK * params.top_k,  # what the ranking draws its picks from
+            pool=params.feedback_pool if params.feedback_pool > 0 else None,
         )
         score = score + params.feedback_weight * feedback
     hit: np.ndarray | None = None
@@ -784,8 +782,7 @@ def rank_diverse(
 ) -> list[int]:
     """Like :func:`rank`, but greedily demotes near-duplicates of earlier picks (pure).
 
-    Candidates are the ``pool`` (default ``_CANDIDATES_PER_PICK`` × ``top_k``) best scores;
-    each step takes the best
+    Candidates are the ``pool`` (default 3 × ``top_k``) best scores; each step takes the best
     ``score − penalty × max(0, maxcos − threshold) / (1 − threshold)``, maxcos being the
     candidate's highest cosine (``index.dense``) to a pick already taken. Without vectors, or
     with the penalty off: :func:`rank`.
@@ -793,7 +790,7 @@ def rank_diverse(
     dense = index.dense
     if dense is None or penalty <= 0 or threshold >= 1.0:
         return rank(index, scores, top_k)
-    size = max(top_k, pool if pool is not None else _CANDIDATES_PER_PICK * top_k)
+    size = max(top_k, pool if pool is not None else 3 * top_k)
     candidates = rank(index, scores, size)  # best first, ties newer first
     if len(candidates) <= 1:
         return candidates[:top_k]
