@@ -121,7 +121,10 @@ def test_the_console_runs_as_a_langgraph_servers_custom_app(tmp_path: Path) -> N
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.5)
 
-        assert httpx.get(f"{base}/api/users").status_code == 401  # the console's own auth
+        # the custom app is mounted: without it the server answers 404 here, not the
+        # console's own 401 (its "Loaded custom app" log line is not always flushed by the
+        # time the server is stopped, so the log is not what this asserts)
+        assert httpx.get(f"{base}/api/users").status_code == 401
         fact = {"id": "fact_go", "content": "Writes backend services in Go", "confidence": 0.9}
         seeded = httpx.post(
             f"{base}/api/import",
@@ -153,5 +156,4 @@ def test_the_console_runs_as_a_langgraph_servers_custom_app(tmp_path: Path) -> N
         server.terminate()
         server.wait(timeout=20)
     text = log.read_text()
-    assert "Loaded custom app from ./console_app.py:app" in text
     assert "journaling the capture" not in text and "BlockingError" not in text, text[-3000:]
