@@ -274,8 +274,10 @@ class MemoryMiddleware(AgentMiddleware):
         """Create what the storage needs (database tables); idempotent."""
         self.service.setup()
 
-    def recover(self, orphan_after_seconds: float | None = None) -> int:
-        return self.service.recover(orphan_after_seconds)
+    def recover(self) -> int:
+        """Queue the pending captures nobody works on any more (see
+        :meth:`MemoryService.recover`); returns how many."""
+        return self.service.recover()
 
     def warm_up(self, user_id: str = "default", agent_name: str | None = None) -> None:
         self.service.warm_up(user_id, agent_name)

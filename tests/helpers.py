@@ -4,6 +4,8 @@ system_text) live in :mod:`deermem_middleware.testing`."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +33,13 @@ def memory_config(tmp_path: Path, **overrides: Any) -> MemoryConfig:
     }
     values.update(overrides)
     return MemoryConfig(**values)
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (a journal entry's owner that is gone)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
 
 
 def write(path: Path, text: str) -> Path:

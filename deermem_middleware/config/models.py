@@ -359,6 +359,12 @@ class MemoryConfig(BaseModel):
     :mod:`deermem_middleware.storage.journal`)."""
     journal_fsync: bool = False
     """``fsync`` each journal entry: survives power loss, not only a killed process (slower)."""
+    replica_lease_seconds: float = Field(default=30.0, ge=1, le=3600)
+    """Replicas sharing a storage: how long a claim on a thread's pending update lasts unless
+    renewed (every third of it while the update runs or backs off), and how long past its
+    debounce an unclaimed capture waits for its replica — then any live replica takes it over.
+    A dead replica's pending work is stored within about ``debounce_seconds`` + this + a
+    third of this (see the README's "Running several replicas")."""
     retry_base_seconds: float = Field(default=2.0, gt=0)
     """First back-off after a failed extraction call (doubles per failure, with jitter)."""
     retry_max_seconds: float = Field(default=300.0, gt=0)
@@ -400,6 +406,7 @@ class MemoryConfig(BaseModel):
         "retry_max_seconds",
         "breaker_failures",
         "storage_timeout_seconds",
+        "replica_lease_seconds",
         mode="before",
     )
     @classmethod

@@ -126,6 +126,10 @@ class DebounceTable(Generic[K, P]):
         """Keys backed off beyond ``now`` (a flush does not run them)."""
         return sum(1 for k in self._backed_off if self._entries[k].not_before > now)
 
+    def keys(self) -> list[K]:
+        """Every key with pending work."""
+        return list(self._entries)
+
     def pending(self, key: K) -> P | None:
         """The pending payload of ``key`` (None: nothing pending)."""
         entry = self._entries.get(key)

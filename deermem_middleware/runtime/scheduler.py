@@ -149,6 +149,27 @@ class DebounceScheduler(Generic[K, P]):
             self.stats.submitted += 1
             self._cond.notify_all()
 
+    @property
+    def flushing(self) -> bool:
+        """True while a :meth:`flush` (or :meth:`close`) waits: work runs now, not when due."""
+        with self._cond:
+            return self._flushing > 0
+
+    def holds(self, key: K) -> bool:
+        """True when ``key`` has work here: waiting, queued or running."""
+        with self._cond:
+            return (
+                key in self._table
+                or key in self._running
+                or any(k == key for k, _, _ in self._inbox)
+            )
+
+    def pending_keys(self) -> list[K]:
+        """The keys with work waiting here (not those running)."""
+        with self._cond:
+            self._merge_inbox_locked()
+            return self._table.keys()
+
     def pending_work(self, key: K) -> P | None:
         """The newest work of ``key`` waiting to run (None: none; a run in progress is not
         pending)."""

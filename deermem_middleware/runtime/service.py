@@ -45,10 +45,11 @@ from deermem_middleware.retrieval.selector import (
     ScoredFact,
     SelectionParams,
 )
+from deermem_middleware.runtime.handoff import Timing
 from deermem_middleware.runtime.hotpath import StorageGuard, StorageUnavailable
 from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
-from deermem_middleware.runtime.recovery import take_over_orphans
 from deermem_middleware.runtime.registry import ENGINES, engine_key
+from deermem_middleware.runtime.replicas import ReplicaCoordinator
 from deermem_middleware.runtime.retry import CircuitBreaker, retry_for_failure
 from deermem_middleware.runtime.scheduler import DebounceScheduler, RetryLater
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome, merge_jobs
@@ -61,7 +62,7 @@ from deermem_middleware.storage.base import (
     StorageError,
 )
 from deermem_middleware.storage.factory import open_storage, wrap_storage
-from deermem_middleware.storage.journal import PendingJournal, job_token
+from deermem_middleware.storage.journal import PendingJournal
 
 __all__ = ["MemoryService"]
 
@@ -154,8 +155,23 @@ class MemoryService:
         self._unjournaled_lock = threading.Lock()
         self.journal: PendingJournal | None = self._make_journal() if config.journal else None
         self._waiting_for_model: list[CaptureJob] = []
-        if self.journal is not None and config.enabled:
+        self.timing = Timing(
+            config.debounce_seconds, config.max_wait_seconds, config.replica_lease_seconds
+        )
+        self.replicas: ReplicaCoordinator | None = None
+        """The replica side: claims, stand-downs, take-overs (None without a journal)."""
+        if self.journal is not None:
+            self.replicas = ReplicaCoordinator(
+                self.journal,
+                self.agent_name,
+                self.timing,
+                scheduler=lambda: self.scheduler,
+                can_extract=self._can_extract,
+                name=f"deermem-{self.agent_name}",
+            )
+        if self.replicas is not None and config.enabled:
             self.recover()
+            self.replicas.start()
 
     # -- sharing ------------------------------------------------------------------------------
 
@@ -201,22 +217,40 @@ class MemoryService:
     def _make_journal(self) -> PendingJournal:
         return self.storage.journal(fsync=self.config.journal_fsync)
 
-    def recover(self, orphan_after_seconds: float | None = None) -> int:
-        """Queue the pending captures that a crashed process left in the journal; returns how many.
+    def recover(self) -> int:
+        """Queue the pending captures nobody works on any more; returns how many.
 
-        Runs at construction. Entries of live processes on this machine are left to them;
-        entries from other machines are taken over once older than ``orphan_after_seconds``
-        (default: ten minutes, or four times ``max_wait_seconds`` if longer). Nothing is applied
-        twice: turns already stored are recognised by the thread's watermark.
+        Runs at construction, and again in the background every third of
+        ``replica_lease_seconds`` (:mod:`deermem_middleware.runtime.replicas`). Entries of
+        processes gone from this machine are taken at once; an entry of a live replica is left
+        to it while it renews its claim, or — unclaimed — until its debounce and a lease have
+        passed. Nothing is applied twice: turns already stored are recognised by the thread's
+        watermark.
         """
-        if self.journal is None:
+        if self.replicas is None:
             return 0
-        if orphan_after_seconds is None:
-            orphan_after_seconds = max(600.0, 4 * (self.config.max_wait_seconds or 0.0))
-        jobs = take_over_orphans(self.journal, self.agent_name, orphan_after_seconds)
-        for job in jobs:
-            self.scheduler.submit((job.scope, job.thread_id), job)
-        return len(jobs)
+        return self.replicas.take_over(startup=True)
+
+    @property
+    def _expires_in(self) -> float | None:
+        """How long an unclaimed capture waits for this engine before others may take it
+        (None on a journal nobody else sees: no expiry to keep)."""
+        journal = self.journal
+        return self.timing.expires_in if journal is not None and journal.shared else None
+
+    def _owner(self) -> Any:
+        """This engine as the owner of the captures it journals (None: the process)."""
+        replicas = self.replicas
+        return replicas.me if replicas is not None and replicas.shared else None
+
+    def _can_extract(self) -> bool:
+        """Whether an extraction model is known (configured, passed in, or the agent's)."""
+        return (
+            self._extractor is not None
+            or self._explicit_model is not None
+            or self.config.model is not None
+            or self._agent_model is not None
+        )
 
     # -- the extraction model ----------------------------------------------------------------
 
@@ -260,6 +294,17 @@ class MemoryService:
         self._listeners.append(listener)
 
     def _run_job(self, key: SchedulerKey, job: CaptureJob) -> None:
+        if self.replicas is not None:
+            try:
+                handed = self.replicas.before_run(job, forced=self.scheduler.flushing)
+            except StorageError as exc:
+                retry = retry_for_failure(exc, job, self.breaker, self.config)
+                if retry is None:  # pragma: no cover - a storage error is always retried
+                    raise
+                raise retry from exc
+            if handed is None:
+                return  # a newer capture on another replica: it runs the update
+            job = handed
         wait = self.breaker.blocked_for()
         if wait > 0:
             # the endpoint failed repeatedly: no call until the back-off ends; work stays pending
@@ -298,10 +343,10 @@ class MemoryService:
             done = {t.fingerprint for t in job.turns}
             if missed is not None and all(t.fingerprint in done for t in missed.turns):
                 del self._unjournaled[key]  # its turns are in this job (a newer one's are not)
-        if self.journal is None:
+        if self.replicas is None:
             return
         try:
-            self.journal.done(job.scope, job.thread_id, job_token(job.turns))
+            self.replicas.finish(job)
         except Exception:
             logger.exception("clearing the journal entry of thread %r failed", job.thread_id)
 
@@ -340,8 +385,12 @@ class MemoryService:
         """Flush (bounded), stop the background threads and anything started for extraction
         (a local LLM server). Call it from your shutdown hook. True when nothing was left."""
         self._closed = True
+        if self.replicas is not None:  # no take-over into a scheduler that is closing
+            self.replicas.stop()
         scheduler = self._scheduler
         drained = True if scheduler is None else scheduler.close(timeout)
+        if self.replicas is not None:  # what is left goes to the other replicas at once
+            self.replicas.hand_over(scheduler.pending_keys() if scheduler is not None else [])
         self.selector.close()
         if self._owned_storage:
             self.storage.close()  # e.g. a connection pool we opened from the config
@@ -515,10 +564,7 @@ class MemoryService:
             return
         key = (job.scope, job.thread_id)
         try:
-            self.hot_path.call(
-                "journaling a capture",
-                lambda: journal.put(job.scope, job.thread_id, job.turns, job.conversation),
-            )
+            self.hot_path.call("journaling a capture", lambda: self._put(journal, job))
         except StorageUnavailable as exc:  # the outage itself is logged once, by the guard
             logger.info(
                 "memory capture of thread %r kept in this process, not journaled (%s)",
@@ -534,6 +580,17 @@ class MemoryService:
         with self._unjournaled_lock:
             self._unjournaled[key] = job
 
+    def _put(self, journal: PendingJournal, job: CaptureJob) -> None:
+        """Journal ``job`` as this engine's newest capture of its thread."""
+        journal.put(
+            job.scope,
+            job.thread_id,
+            job.turns,
+            job.conversation,
+            expires_in=self._expires_in,
+            owner=self._owner(),
+        )
+
     def _journal_late(self, key: SchedulerKey, job: CaptureJob) -> None:
         """On a worker: write the journal entry the agent's path could not, for a capture that
         stays pending (the storage answers now, but the update could not run yet)."""
@@ -544,7 +601,7 @@ class MemoryService:
             return
         newest = missed if len(missed.turns) > len(job.turns) else job
         try:
-            journal.put(newest.scope, newest.thread_id, newest.turns, newest.conversation)
+            self._put(journal, newest)
         except Exception as exc:
             logger.info("journaling the capture of thread %r failed again: %s", job.thread_id, exc)
             return

@@ -1,6 +1,7 @@
 """Storage backends for memory documents (see :mod:`deermem_middleware.storage.base` for the
 contract)."""
 
+from deermem_middleware.storage import file_journal as _file_journal  # noqa: F401 - loaded once
 from deermem_middleware.storage.base import (
     DEFAULT_AGENT,
     DEFAULT_USER,

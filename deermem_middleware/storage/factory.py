@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,30 @@ def _open_sqlite(path: str) -> Any:
         )
     try:
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
+        # the busy timeout first: switching a new file to WAL takes its lock, and processes
+        # opening it together failed at once with "database is locked" (1 start in 20)
         conn.execute("PRAGMA busy_timeout=30000")
+        _wal(conn)
     except sqlite3.Error as exc:
         raise StorageError(
             f"storage.path {path!r}: cannot open the SQLite database: {exc}"
         ) from None
     return conn
+
+
+def _wal(conn: Any, attempts: int = 50) -> None:
+    """Switch to write-ahead logging; a switch that meets another process's lock (SQLite does
+    not always wait its busy timeout for it) is tried again."""
+    import sqlite3
+
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
 
 
 def open_storage(config: Any) -> MemoryStorage:

@@ -326,7 +326,7 @@ class JSONFileStorage(MemoryStorage):
     def journal(self, *, fsync: bool = False) -> PendingJournal:
         """One file per pending thread under :attr:`pending_root` (see
         :mod:`deermem_middleware.storage.journal`)."""
-        from deermem_middleware.storage.journal import FileJournal
+        from deermem_middleware.storage.file_journal import FileJournal
 
         return FileJournal(self.pending_root, fsync=fsync)
 

@@ -41,11 +41,22 @@ from deermem_middleware.storage.base import (
     RevisionConflict,
     StoredMemory,
 )
-from deermem_middleware.storage.journal import JournalEntry, PendingJournal
+from deermem_middleware.storage.journal import PendingJournal
 from deermem_middleware.storage.json_file import decode_name, encode_name, shortened
+from deermem_middleware.storage.migrations import serialised_setup
 from deermem_middleware.storage.store_writers import Consistency, writer_for
 
-__all__ = ["Consistency", "StoreJournal", "StoreStorage"]
+__all__ = ["Consistency", "StoreStorage"]
+
+
+def __getattr__(name: str) -> Any:
+    """``StoreJournal`` still imports from here (it moved to :mod:`.store_journal`)."""
+    if name == "StoreJournal":
+        from deermem_middleware.storage.store_journal import StoreJournal
+
+        return StoreJournal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +121,8 @@ class StoreStorage(MemoryStorage):
         self.prefix = label(prefix)
         self.consistency: Consistency = consistency
         self._writer = writer_for(store, consistency)
+        from deermem_middleware.storage.store_journal import StoreJournal
+
         self._journal = StoreJournal(self)
         self._closers: list[Any] = []
         # documents are frozen: the same object is handed out until the revision changes, so
@@ -127,10 +140,11 @@ class StoreStorage(MemoryStorage):
         return f"{type(self.store).__name__}:{'/'.join(self.namespace(scope))}/{DOCUMENT_KEY}"
 
     def setup(self) -> None:
-        """Create the store's tables (idempotent)."""
+        """Create the store's tables (idempotent), one process at a time: replicas that start
+        together on a fresh database take turns (:mod:`.migrations`)."""
         setup = getattr(self.store, "setup", None)
         if callable(setup):
-            setup()
+            serialised_setup(self.store, setup)
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -324,48 +338,3 @@ class StoreStorage(MemoryStorage):
                 closer.close()
             except Exception:
                 logger.exception("closing %r failed", closer)
-
-
-class StoreJournal(PendingJournal):
-    """The pending-work journal in the store, next to the memory it belongs to."""
-
-    def __init__(self, storage: StoreStorage) -> None:
-        self._storage = storage
-
-    def replace(self, entry: JournalEntry) -> None:
-        namespace = self._storage.namespace(entry.scope, "pending")
-        value = {**entry.to_json(), "token": entry.token}
-        self._storage.store.put(namespace, label(entry.thread_id), value, index=False)
-
-    def done(self, scope: MemoryScope, thread_id: str, token: str) -> None:
-        self._storage._writer.delete_if(
-            self._storage.namespace(scope, "pending"), label(thread_id), "token", token
-        )
-
-    def entries(self) -> list[JournalEntry]:
-        store = self._storage.store
-        found = []
-        prefix = (self._storage.prefix, "pending")
-        for namespace in store.list_namespaces(prefix=prefix, limit=100_000):
-            if len(namespace) != 4 or not under(namespace, prefix):
-                continue
-            for item in store.search(namespace, limit=10_000):
-                if tuple(item.namespace) != namespace:
-                    continue
-                try:
-                    found.append(JournalEntry.from_json(item.value))
-                except (KeyError, TypeError, ValueError) as exc:
-                    logger.error(
-                        "pending-update entry %s/%s unreadable: %s", namespace, item.key, exc
-                    )
-        return found
-
-    def forget(self, scope: MemoryScope) -> int:
-        store = self._storage.store
-        namespace = self._storage.namespace(scope, "pending")
-        items = [
-            i for i in store.search(namespace, limit=10_000) if tuple(i.namespace) == namespace
-        ]
-        for item in items:
-            store.delete(namespace, item.key)
-        return len(items)

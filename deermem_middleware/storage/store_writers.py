@@ -24,9 +24,11 @@ Consistency = Literal["cas", "last_writer_wins"]
 
 
 class Writer(Protocol):
-    """Compare-and-set on one store's items (``atomic``: across processes too)."""
+    """Compare-and-set on one store's items (``atomic``: across processes too; ``shared``:
+    other processes see the items)."""
 
     atomic: bool
+    shared: bool
 
     def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
         """Store ``value`` if no item exists; False when one does."""
@@ -39,7 +41,18 @@ class Writer(Protocol):
         ...
 
     def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
-        """Delete the item if ``value[field] == expected``."""
+        """Delete the item if ``value[field] == expected`` (a missing field reads as "")."""
+        ...
+
+    def replace_where(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        field: str,
+        expected: str,
+    ) -> bool:
+        """Replace the item if ``value[field] == expected`` (a missing field reads as "")."""
         ...
 
     def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
@@ -51,6 +64,11 @@ class Writer(Protocol):
         to key ``aside``, as ``{"reason": reason, "raw": <the stored text>}`` — readable again,
         and kept for inspection. False when there was no such item."""
         ...
+
+
+def _field_text(value: dict[str, Any], field: str) -> str:
+    found = value.get(field)
+    return "" if found is None else str(found)
 
 
 _STORE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
@@ -73,6 +91,7 @@ class _LockedWriter:
     def __init__(self, store: Any, *, atomic: bool) -> None:
         self.store = store
         self.atomic = atomic
+        self.shared = not atomic  # atomic here means: one process's InMemoryStore
         self._lock = _lock_for(store)
 
     def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
@@ -106,9 +125,26 @@ class _LockedWriter:
             item = self.store.get(namespace, key)
             if item is None or not isinstance(item.value, dict):
                 return False
-            if str(item.value.get(field)) != expected:
+            if _field_text(item.value, field) != expected:
                 return False
             self.store.delete(namespace, key)
+            return True
+
+    def replace_where(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        field: str,
+        expected: str,
+    ) -> bool:
+        with self._lock:
+            item = self.store.get(namespace, key)
+            if item is None or not isinstance(item.value, dict):
+                return False
+            if _field_text(item.value, field) != expected:
+                return False
+            self.store.put(namespace, key, value, index=False)
             return True
 
     def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
@@ -126,26 +162,57 @@ class _LockedWriter:
             return True
 
 
+_CAPTURE_SQL = """
+INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)
+ON CONFLICT (prefix, key) DO UPDATE SET
+    value = EXCLUDED.value || CASE
+        WHEN jsonb_typeof(store.value->'claim') = 'object' THEN jsonb_build_object(
+            'claim', store.value->'claim',
+            'orphan_at', store.value->'claim'->'until')
+        ELSE jsonb_build_object(
+            'first', LEAST(EXCLUDED.value->'first', store.value->'first', store.value->'created'))
+    END,
+    updated_at = CURRENT_TIMESTAMP
+"""
+
+_ORPHANS_SQL = """
+SELECT prefix, key, value FROM store
+WHERE prefix LIKE %s ESCAPE '\\'
+  AND CASE WHEN jsonb_typeof(value->'orphan_at') = 'number'
+           THEN (value->>'orphan_at')::float8 <= %s ELSE true END
+LIMIT 10000
+"""
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _atomic(connection: Any) -> Any:
+    """Nothing on an autocommit connection (each statement commits), else a transaction."""
+    return contextlib.nullcontext() if connection.autocommit else connection.transaction()
+
+
 class _PostgresWriter:
     """Conditional statements on ``PostgresStore``'s table, through its connection or pool."""
 
     atomic = True
+    shared = True
 
     def __init__(self, store: Any) -> None:
         self.store = store
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
+        """A cursor for one statement. Every statement here is atomic on its own: on an
+        autocommit connection (ours always are) it runs without ``BEGIN``/``COMMIT`` around it
+        — two round trips fewer, a sixth of a capture's journal write on loopback."""
         conn = self.store.conn
         if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool: thread-safe
-            with (
-                conn.connection() as connection,
-                connection.transaction(),
-                connection.cursor() as cur,
-            ):
+            with conn.connection() as connection, _atomic(connection), connection.cursor() as cur:
                 yield cur
         else:  # one connection shared with the store: serialise on the store's own lock
-            with self.store.lock, conn.transaction(), conn.cursor() as cur:
+            with self.store.lock, _atomic(conn), conn.cursor() as cur:
                 yield cur
 
     def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
@@ -175,10 +242,55 @@ class _PostgresWriter:
     def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
         with self._cursor() as cur:
             cur.execute(
-                "DELETE FROM store WHERE prefix = %s AND key = %s AND value->>%s = %s",
+                "DELETE FROM store WHERE prefix = %s AND key = %s "
+                "AND COALESCE(value->>%s, '') = %s",
                 (".".join(namespace), key, field, expected),
             )
             return bool(cur.rowcount == 1)
+
+    def replace_where(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        field: str,
+        expected: str,
+    ) -> bool:
+        from psycopg.types.json import Jsonb
+
+        with self._cursor() as cur:
+            cur.execute(
+                "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = %s AND key = %s AND COALESCE(value->>%s, '') = %s",
+                (Jsonb(value), ".".join(namespace), key, field, expected),
+            )
+            return bool(cur.rowcount == 1)
+
+    def capture_pending(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
+        """A journal entry's capture in one statement, on the agent's path: the new capture,
+        keeping the stored entry's claim — or, unclaimed, the time its oldest pending turns
+        were captured (what :func:`~deermem_middleware.storage.pending.captured` does)."""
+        from psycopg.types.json import Jsonb
+
+        with self._cursor() as cur:
+            cur.execute(_CAPTURE_SQL, (".".join(namespace), key, Jsonb(value)))
+
+    def pending_orphans(self, prefix: tuple[str, ...], now: float) -> list[dict[str, Any]]:
+        """The values under ``prefix`` whose ``orphan_at`` is at or before ``now`` (or that
+        have none: entries written before it existed), with ``namespace`` and ``key`` added."""
+        pattern = _like_escape(".".join(prefix)) + ".%"
+        with self._cursor() as cur:
+            cur.execute(_ORPHANS_SQL, (pattern, now))
+            rows = cur.fetchall()
+        found = []
+        for row in rows:
+            prefix_text, key, value = (
+                (row["prefix"], row["key"], row["value"]) if isinstance(row, dict) else row
+            )
+            if isinstance(value, str | bytes):
+                value = json.loads(value)
+            found.append({"namespace": tuple(prefix_text.split(".")), "key": key, "value": value})
+        return found
 
     def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
         with self._cursor() as cur:
@@ -208,14 +320,14 @@ class _SqliteWriter:
     atomic across processes)."""
 
     atomic = True
+    shared = True
 
     def __init__(self, store: Any) -> None:
         self.store = store
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
-        if not getattr(self.store, "is_setup", True):
-            self.store.setup()
+        self._ensure_setup()
         with self.store.lock:
             conn = self.store.conn
             conn.execute("BEGIN IMMEDIATE")
@@ -249,8 +361,31 @@ class _SqliteWriter:
         with self._transaction() as conn:
             cur = conn.execute(
                 "DELETE FROM store WHERE prefix = ? AND key = ? "
-                "AND CAST(json_extract(value, ?) AS TEXT) = ?",
+                "AND COALESCE(CAST(json_extract(value, ?) AS TEXT), '') = ?",
                 (".".join(namespace), key, f"$.{field}", expected),
+            )
+            return bool(cur.rowcount == 1)
+
+    def replace_where(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        field: str,
+        expected: str,
+    ) -> bool:
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "UPDATE store SET value = ?, updated_at = CURRENT_TIMESTAMP "
+                "WHERE prefix = ? AND key = ? "
+                "AND COALESCE(CAST(json_extract(value, ?) AS TEXT), '') = ?",
+                (
+                    json.dumps(value, ensure_ascii=False),
+                    ".".join(namespace),
+                    key,
+                    f"$.{field}",
+                    expected,
+                ),
             )
             return bool(cur.rowcount == 1)
 
@@ -264,9 +399,14 @@ class _SqliteWriter:
             )
             return bool(cur.rowcount == 1)
 
-    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+    def _ensure_setup(self) -> None:
         if not getattr(self.store, "is_setup", True):
-            self.store.setup()
+            from deermem_middleware.storage.migrations import serialised_setup
+
+            serialised_setup(self.store, self.store.setup)
+
+    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
+        self._ensure_setup()
         with self.store.lock:
             try:
                 row = self.store.conn.execute(

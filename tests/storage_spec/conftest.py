@@ -33,6 +33,8 @@ from deermem_middleware.storage import (
     MemoryStorage,
     StoreStorage,
 )
+from deermem_middleware.storage.file_journal import FileJournal
+from deermem_middleware.storage.store import label
 from tests.helpers import postgres_store as open_postgres_store
 
 from ..integration_tests.conftest import postgres_dsn
@@ -50,6 +52,10 @@ class Capabilities:
     optimistic_update: bool
     """``update`` runs ``mutate`` unlocked and retries when another writer saved first (the
     file backend holds its lock instead: other writers wait, nothing conflicts)."""
+    shared_journal: bool = True
+    """Other processes see the journal (``journal().shared``): a capture keeps a claim in force
+    and the time its thread's oldest pending capture was taken. A journal of this process only
+    replaces the entry as it is (nobody else claims anything)."""
     stored_text: bool = False
     """Documents are stored as text the backend decodes itself, so a text that no JSON parser
     accepts (a 5,000-digit number, nesting 3,000 deep) can be found there."""
@@ -59,13 +65,17 @@ CAPABILITIES: dict[str, Capabilities] = {
     "json": Capabilities(
         quarantine=True, durable_journal=True, optimistic_update=False, stored_text=True
     ),
-    "memory": Capabilities(quarantine=False, durable_journal=False, optimistic_update=True),
-    "memory-store": Capabilities(quarantine=True, durable_journal=True, optimistic_update=True),
+    "memory": Capabilities(
+        quarantine=False, durable_journal=False, optimistic_update=True, shared_journal=False
+    ),
+    "memory-store": Capabilities(
+        quarantine=True, durable_journal=True, optimistic_update=True, shared_journal=False
+    ),
     "sqlite-store": Capabilities(
         quarantine=True, durable_journal=True, optimistic_update=True, stored_text=True
     ),
     "loose-prefix-store": Capabilities(
-        quarantine=True, durable_journal=True, optimistic_update=True
+        quarantine=True, durable_journal=True, optimistic_update=True, shared_journal=False
     ),
     "postgres-store": Capabilities(
         quarantine=True, durable_journal=True, optimistic_update=True, stored_text=True
@@ -88,6 +98,8 @@ class Backend:
     """The copies of a scope's documents kept aside, as written by ``corrupt``."""
     corrupt_text: Callable[[MemoryScope, str], None] | None = None
     """Store ``text`` verbatim as a scope's document (backends with ``stored_text``)."""
+    corrupt_entry: Callable[[MemoryScope, str], None] | None = None
+    """Store an unreadable journal entry for a thread (backends with ``durable_journal``)."""
 
     def traces(self, *needles: str) -> list[str]:
         """The lines of :attr:`held` that mention any of ``needles``."""
@@ -141,7 +153,21 @@ def _file_backend(root: Path) -> Backend:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
 
-    return Backend("json", storage, CAPABILITIES["json"], held, corrupt, quarantined, corrupt_text)
+    def corrupt_entry(scope: MemoryScope, thread: str) -> None:
+        path = FileJournal(storage.pending_root).path_for(scope, thread)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"scope": {"user_id": "', encoding="utf-8")
+
+    return Backend(
+        "json",
+        storage,
+        CAPABILITIES["json"],
+        held,
+        corrupt,
+        quarantined,
+        corrupt_text,
+        corrupt_entry,
+    )
 
 
 def _memory_backend() -> Backend:
@@ -183,8 +209,18 @@ def _store_backend(
         assert corrupt_text is not None
         corrupt_text(storage, scope, text)
 
+    def corrupt_entry(scope: MemoryScope, thread: str) -> None:
+        store.put(storage.namespace(scope, "pending"), label(thread), {"turns": "torn"})
+
     return Backend(
-        name, storage, CAPABILITIES[name], held, corrupt, quarantined, raw if corrupt_text else None
+        name,
+        storage,
+        CAPABILITIES[name],
+        held,
+        corrupt,
+        quarantined,
+        raw if corrupt_text else None,
+        corrupt_entry,
     )
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryS
 from deermem_middleware.storage.journal import FileJournal, InMemoryJournal, JournalEntry, job_token
 from deermem_middleware.testing import OpenAIStub, ScriptedChatModel, update_json
 
-from ..helpers import memory_config
+from ..helpers import dead_pid, memory_config
 
 SCOPE = MemoryScope("alice", "__default__")
 
@@ -45,12 +43,6 @@ def marker_model() -> ScriptedChatModel:
         return update_json(facts=[(f"User mentioned {m}", "context", 0.9) for m in found])
 
     return ScriptedChatModel(answers=[answer])
-
-
-def dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
 
 
 # -- the journal -----------------------------------------------------------------------------

@@ -81,9 +81,9 @@ class OutageJournal(InMemoryJournal):
         self.written: list[str] = []
         """Thread ids of the entries written, in order."""
 
-    def replace(self, entry: JournalEntry) -> None:
+    def capture(self, entry: JournalEntry) -> None:
         self.switch.check()
-        super().replace(entry)
+        super().capture(entry)
         self.written.append(entry.thread_id)
 
 
