@@ -81,12 +81,19 @@ class _DaemonRunner:
                         self._idle -= 1
                         return
                 continue  # a task was handed to a waiting thread: it is on its way
+            # idle *before* the caller sees the result: its next call, at once, finds this
+            # thread waiting instead of starting another (a busy machine once started one
+            # per call in that gap)
             try:
-                future.set_result(fn())
+                result = fn()
             except BaseException as exc:
+                with self._lock:
+                    self._idle += 1
                 future.set_exception(exc)
-            with self._lock:
-                self._idle += 1
+            else:
+                with self._lock:
+                    self._idle += 1
+                future.set_result(result)
 
 
 class StorageGuard:
