@@ -392,6 +392,7 @@ class MemoryService:
         if self.replicas is not None:  # what is left goes to the other replicas at once
             self.replicas.hand_over(scheduler.pending_keys() if scheduler is not None else [])
         self.selector.close()
+        self.hot_path.close()
         if self._owned_storage:
             self.storage.close()  # e.g. a connection pool we opened from the config
         with self._extractor_lock:

@@ -251,6 +251,39 @@ def test_errors_that_are_not_an_outage_pass_through() -> None:
     assert not guard.down
 
 
+def _guard_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(f"{name}-")]
+
+
+def test_closing_the_guard_lets_its_threads_go_at_once() -> None:
+    """An engine released per request must not leave a waiting thread behind for 30 s."""
+    guard = StorageGuard(5.0, name="guard-close-test")
+    assert guard.call("reading memory", lambda: 1) == 1
+    threads = _guard_threads("guard-close-test")
+    assert len(threads) == 1 and threads[0].is_alive()
+    guard.close()
+    threads[0].join(SAFETY)
+    assert not threads[0].is_alive()
+    # a late call still runs, on a thread that leaves when it is done
+    assert guard.call("reading memory", lambda: 2) == 2
+    for thread in _guard_threads("guard-close-test"):
+        thread.join(SAFETY)
+        assert not thread.is_alive()
+
+
+def test_closing_an_engine_closes_its_storage_guard() -> None:
+    service = MemoryService(
+        MemoryConfig(enabled=True), storage=InMemoryStorage(), agent_name="guard-close-engine"
+    )
+    service.hot_path.call("reading memory", lambda: None)
+    name = service.hot_path._runner._name
+    assert _guard_threads(name)
+    service.close()
+    for thread in _guard_threads(name):
+        thread.join(SAFETY)
+        assert not thread.is_alive()
+
+
 def test_success_seen_elsewhere_ends_the_outage() -> None:
     guard = StorageGuard(1.0, probe_seconds=3600.0)
     with pytest.raises(StorageUnavailable):
