@@ -22,9 +22,15 @@ capture, the debounce scheduler and its workers, the updater and the storage.
    the extraction calls once everything is drained; baseline in the same run: private
    ``MemoryService`` engines (``--private``, default 20), each starting its own scheduler.
 
-    python benchmarks/engine_scale.py [--threads N] [--users N] [--debounce S]
-        [--storage memory|json] [--queue-max-depth N] [--constructions N] [--private N]
-        [--json-out PATH]
+    python benchmarks/engine_scale.py [--smoke] [--threads N] [--users N] [--debounce S]
+        [--storage memory|json] [--queue-max-depth N] [--traced-threads N] [--constructions N]
+        [--private N] [--json-out PATH]
+
+``--smoke`` (CI): 1,000 threads with a 2 s debounce, 100 constructions, 5 private engines. Its
+floors (``benchmarks/floors.toml``) hold that every thread is updated exactly once — one
+extraction call per thread, none rejected, none run before its debounce — and, as ratios within
+the run, that a construction joining the shared engine costs a fraction of a private engine's
+and adds no threads.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import argparse
 import array
 import collections
 import gc
-import json
 import logging
 import os
 import platform
@@ -46,6 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from report import Table, add_arguments, save
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.runtime import MemoryService
@@ -154,7 +160,12 @@ def measure_pending(args: argparse.Namespace) -> dict[str, Any]:
     ran_during_capture = done[0]
     gc.collect()
     rss_pending = rss_bytes()
-    finished.wait(timeout=debounce + max(600.0, threads / 50))
+    # wait for every update; stop early when nothing is left to run (a capture that dropped its
+    # work must fail the floors, not hang the run)
+    deadline = time.monotonic() + debounce + max(600.0, threads / 50)
+    while not finished.wait(timeout=0.5) and time.monotonic() < deadline:
+        if service.scheduler.pending() == 0 and not finished.wait(timeout=1.0):
+            break
     drained = service.flush(timeout=60)
     end_of_capture = started + capture_s
     calls = calls_per_thread(model)
@@ -172,6 +183,7 @@ def measure_pending(args: argparse.Namespace) -> dict[str, Any]:
     scheduler_log.removeHandler(warnings)
     return {
         "threads": threads,
+        "users": -(-threads // 10) if args.users is None else min(args.users, threads),
         "storage": "InMemoryStorage" if args.storage == "memory" else "JSON files (temp dir)",
         "debounce_seconds": debounce,
         "queue_max_depth": config.queue_max_depth,
@@ -197,7 +209,8 @@ def measure_pending(args: argparse.Namespace) -> dict[str, Any]:
         "failed": stats["failed"],
         "retried": stats["retried"],
         "flush_ok": drained,
-        "scheduler_warnings": warnings.messages,
+        "scheduler_warnings": len(warnings.messages),
+        "scheduler_warning_messages": warnings.messages[:3],
     }
 
 
@@ -255,7 +268,7 @@ def request(number: int) -> tuple[list[BaseMessage], str]:
     return messages, f"r{thread}"
 
 
-def measure_constructions(args: argparse.Namespace) -> list[dict[str, Any]]:
+def measure_constructions(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Part 2: per-request middleware (never released / released) against private engines."""
     model = MarkerChatModel()
 
@@ -285,7 +298,9 @@ def measure_constructions(args: argparse.Namespace) -> list[dict[str, Any]]:
         return {
             "mode": mode,
             "constructions": count,
+            "conversations": min(100, count),
             "threads": [before[0], ten[0], last[0]],
+            "threads_added_after_10": last[0] - ten[0],
             "rss_mib": [round(x / 2**20, 1) for x in (before[1], ten[1], last[1])],
             "per_construction_p50_us": round(statistics.median(samples) / 1000.0, 1),
             "extraction_calls": sum(calls_per_thread(model).values()) - calls_before,
@@ -313,25 +328,123 @@ def measure_constructions(args: argparse.Namespace) -> list[dict[str, Any]]:
         service.capture(messages, user_id=f"user-{thread}", thread_id=thread)
         return service
 
-    return [
-        run("shared, never released (DeerFlow)", args.constructions, kept),
-        run("shared, released after each request", args.constructions, released),
-        run("baseline: private engines", args.private, private),
+    return {
+        "shared_kept": run(
+            "one shared engine, never released (DeerFlow)", args.constructions, kept
+        ),
+        "shared_released": run(
+            "one shared engine, released after each request", args.constructions, released
+        ),
+        "private": run(f"baseline: {args.private:,} private engines", args.private, private),
+    }
+
+
+SMOKE = {
+    "threads": 1_000,
+    "debounce": 2.0,
+    "traced_threads": 1_000,
+    "constructions": 100,
+    "private": 5,
+}
+FULL = {
+    "threads": 100_000,
+    "debounce": 30.0,
+    "traced_threads": 20_000,
+    "constructions": 1000,
+    "private": 20,
+}
+
+
+def tables(
+    pending: dict[str, Any], traced: float, constructions: dict[str, dict[str, Any]]
+) -> dict[str, Table]:
+    p = pending
+    backlog = f"{p['max_backlog']:,}" if p["max_backlog"] is not None else "?"
+    if p["max_backlog"] == p["queue_max_depth"]:
+        backlog += " (`queue_max_depth`)"
+    rows = [
+        ("threads captured once each (users)", f"{p['threads']:,} ({p['users']:,})"),
+        (
+            "debounce; `queue_max_depth`; storage",
+            f"{p['debounce_seconds']:g} s; {p['queue_max_depth']:,}; {p['storage']}",
+        ),
+        (
+            "`capture` per call, p50 / p99 / max",
+            f"{p['capture_p50_us']:,.0f} / {p['capture_p99_us']:,.0f} / "
+            f"{p['capture_max_us']:,.0f} µs",
+        ),
+        ("threads pending at once", f"{p['pending_at_once']:,}"),
+        (
+            "memory per pending thread, RSS / tracemalloc",
+            f"{p['rss_bytes_per_pending_thread']:,} / {traced:,.0f} bytes",
+        ),
+        ("captures rejected", f"{p['rejected']:,}"),
+        ("updates run before their debounce", f"{p['ran_before_debounce']:,}"),
+        (
+            "threads updated exactly once (extraction calls; stored watermarks)",
+            f"{p['threads_run_once']:,} ({p['extraction_calls']:,}; "
+            f"{p['threads_with_watermark']:,})",
+        ),
+        ("failed / retried updates", f"{p['failed']} / {p['retried']}"),
+        (
+            "most due updates waiting for a worker (scheduler WARNINGs)",
+            f"{backlog} ({p['scheduler_warnings']})",
+        ),
+        (
+            "all updated, after the last capture (updates/s, 2 workers)",
+            f"{p['drained_s_after_capture']:,} s ({p['updates_per_s']:,})",
+        ),
     ]
+    base = constructions["private"]["per_construction_p50_us"]
+    build_rows = []
+    for row in constructions.values():
+        t, r = row["threads"], row["rss_mib"]
+        build_rows.append(
+            (
+                row["mode"],
+                f"{row['constructions']:,}",
+                f"{t[0]} / {t[1]} / {t[2]}",
+                f"{r[0]} / {r[1]} / {r[2]}",
+                f"{row['per_construction_p50_us'] / 1000:.2f} ms",
+                f"{row['per_construction_p50_us'] / base:.2f}×",
+                f"{row['extraction_calls']:,}",
+            )
+        )
+    return {
+        "pending": Table(("measure", "figure"), rows, "lr"),
+        "constructions": Table(
+            (
+                "host pattern",
+                "builds",
+                "threads: before / after 10 / after all",
+                "RSS MiB: before / 10 / all",
+                "build + capture p50",
+                "vs private engines",
+                "extraction calls",
+            ),
+            build_rows,
+            "lrllrrr",
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=100_000)
+    parser.add_argument("--threads", type=int, default=None, help="default 100,000 (smoke 1,000)")
     parser.add_argument("--users", type=int, default=None, help="default: 10 threads per user")
-    parser.add_argument("--debounce", type=float, default=30.0)
+    parser.add_argument("--debounce", type=float, default=None, help="default 30 s (smoke 2 s)")
     parser.add_argument("--storage", choices=("memory", "json"), default="memory")
     parser.add_argument("--queue-max-depth", type=int, default=None, help="default: the config's")
-    parser.add_argument("--traced-threads", type=int, default=20_000)
-    parser.add_argument("--constructions", type=int, default=1000)
-    parser.add_argument("--private", type=int, default=20)
-    parser.add_argument("--json-out")
+    parser.add_argument(
+        "--traced-threads", type=int, default=None, help="default 20,000 (smoke 1,000)"
+    )
+    parser.add_argument("--constructions", type=int, default=None, help="default 1,000 (smoke 100)")
+    parser.add_argument("--private", type=int, default=None, help="default 20 (smoke 5)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    for key, value in (SMOKE if args.smoke else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     constructions = measure_constructions(args)  # first: its RSS figures start from a small heap
@@ -342,87 +455,29 @@ def main(argv: list[str] | None = None) -> int:
         f"\nEngine at scale — {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {datetime.now(UTC):%Y-%m-%d}\n"
     )
-    p = pending
-    print(
-        f"{p['threads']:,} threads captured once each, debounce {p['debounce_seconds']:g} s, "
-        f"queue_max_depth {p['queue_max_depth']}, {p['storage']}\n"
-    )
-    print("| measure | value |")
-    print("|---|---:|")
-    lines = [
-        (
-            "`capture` p50 / p99 / max",
-            f"{p['capture_p50_us']:.0f} / {p['capture_p99_us']:.0f} / "
-            f"{p['capture_max_us']:,.0f} µs",
-        ),
-        ("capture phase", f"{p['capture_phase_s']} s"),
-        (
-            "memory per pending thread: RSS / tracemalloc",
-            f"{p['rss_bytes_per_pending_thread']:,} / {traced:,.0f} bytes",
-        ),
-        ("threads pending at once", f"{p['pending_at_once']:,}"),
-        ("captures rejected", f"{p['rejected']:,}"),
-        ("updates run before their debounce", f"{p['ran_before_debounce']:,}"),
-        ("jobs run", f"{p['jobs_run']:,}"),
-        ("threads updated exactly once", f"{p['threads_run_once']:,}"),
-        (
-            "extraction calls (threads with exactly one)",
-            f"{p['extraction_calls']:,} ({p['threads_one_call']:,})",
-        ),
-        (
-            "stored watermarks (threads with one)",
-            f"{p['watermarks_stored']:,} ({p['threads_with_watermark']:,})",
-        ),
-        ("most due jobs waiting for a worker", f"{p['max_backlog']}"),
-        ("all updated, after the last capture", f"{p['drained_s_after_capture']} s"),
-        ("updates/s (2 workers)", f"{p['updates_per_s']:,}"),
-        ("failed / retried", f"{p['failed']} / {p['retried']}"),
-        ("scheduler WARNINGs", f"{len(p['scheduler_warnings'])}"),
-    ]
-    for name, value in lines:
-        print(f"| {name} | {value} |")
-    for message in p["scheduler_warnings"][:3]:
+    out = tables(pending, traced, constructions)
+    print(out["pending"].markdown())
+    for message in pending["scheduler_warning_messages"]:
         print(f"  warning: {message}")
-
     print(
         f"\nPer-request construction, one config, 30 s debounce ({args.constructions:,} requests: "
         "the next turn of one of 100 conversations, each building the middleware and capturing)\n"
     )
-    print(
-        "| mode | builds | threads: before / 10 / all | RSS MiB: before / 10 / all | "
-        "build+capture p50 | extraction calls |"
-    )
-    print("|---|---:|---|---|---:|---:|")
-    for row in constructions:
-        t, r = row["threads"], row["rss_mib"]
-        print(
-            f"| {row['mode']} | {row['constructions']:,} | {t[0]} / {t[1]} / {t[2]} | "
-            f"{r[0]} / {r[1]} / {r[2]} | {row['per_construction_p50_us']:,} µs | "
-            f"{row['extraction_calls']:,} |"
-        )
-    base = constructions[-1]
+    print(out["constructions"].markdown())
+    base, shared = constructions["private"], constructions["shared_kept"]
     per_engine = (base["threads"][2] - base["threads"][0]) / base["constructions"]
-    shared = constructions[0]
     print(
         f"\nprivate engines: {per_engine:.1f} threads and "
         f"{(base['rss_mib'][2] - base['rss_mib'][0]) / base['constructions']:.2f} MiB each; "
         f"{shared['constructions']:,} shared builds added "
-        f"{shared['threads'][2] - shared['threads'][1]} threads after the 10th "
-        f"(private: {per_engine * shared['constructions']:,.0f})"
+        f"{shared['threads_added_after_10']} threads after the 10th"
     )
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(
-                {
-                    "pending": pending,
-                    "traced_bytes_per_pending_thread": traced,
-                    "constructions": constructions,
-                    "machine": platform.platform(),
-                    "python": platform.python_version(),
-                },
-                handle,
-                indent=2,
-            )
+    results = {
+        "pending": pending,
+        "traced_bytes_per_pending_thread": round(traced, 1),
+        "constructions": constructions,
+    }
+    save(__file__, args, results, out, argv)
     return 0
 
 

@@ -17,7 +17,14 @@ Configurations, in the same run:
 Also the memory injected per model call (profile + top 15 facts, tokens) at 100 and 1,000 facts,
 beside injecting every fact.
 
-    python benchmarks/extraction_cost.py [--users N] [--threads N] [--turns N] [--json-out PATH]
+    python benchmarks/extraction_cost.py [--smoke] [--users N] [--threads N] [--turns N]
+        [--json-out PATH]
+
+``--smoke`` (CI): 2 users × 1 thread (the steady workload: 1 thread). Its floors
+(``benchmarks/floors.toml``) hold deermem's prompt tokens to a fraction of the seed's debounce
+(the watermark: only new turns are sent), its calls to a fraction of one per turn (the debounce
+merges a burst), and the update delay under steady traffic to ``max_wait_seconds`` (simulated
+time, so exact).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from report import Table, add_arguments, save
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.extraction.extractor import MemoryExtractor
@@ -295,17 +303,103 @@ def injection_tokens(n: int, config: MemoryConfig) -> tuple[int, int]:
     return ours, everything
 
 
+LABELS = {
+    "no_debounce": "no debounce (a call per turn, whole thread)",
+    "seed_debounce": "seed: 30 s debounce, whole thread resent",
+    "deermem": "**deermem** (debounce + `max_wait_seconds` + watermark)",
+}
+SMOKE = {"users": 2, "threads": 1}
+FULL = {"users": 10, "threads": 3}
+
+
+def build_tables(
+    configs: dict[str, dict[str, Any]],
+    steady: dict[str, dict[str, Any]],
+    inject: dict[str, dict[str, int]],
+) -> dict[str, Table]:
+    rows = []
+    for name, row in configs.items():
+        cells = (
+            LABELS[name],
+            f"{row['extraction_calls']:,}",
+            f"{row['calls_per_thread']:.1f}",
+            f"{row['prompt_tokens']:,}",
+            f"{row['tokens_per_turn']:,.0f}",
+            f"{row['max_update_delay_s']:.0f} s",
+        )
+        rows.append(
+            tuple(f"**{c}**" if name == "deermem" and k else c for k, c in enumerate(cells))
+        )
+    ours = configs["deermem"]
+    ratios = [
+        (
+            label,
+            f"{ours['extraction_calls'] / configs[name]['extraction_calls']:.2f}×",
+            f"{ours['prompt_tokens'] / configs[name]['prompt_tokens']:.2f}×",
+        )
+        for name, label in (
+            ("no_debounce", "no debounce (a call per turn)"),
+            ("seed_debounce", "the seed's 30 s debounce"),
+        )
+    ]
+    steady_rows = [
+        (
+            LABELS[name].replace("**", ""),
+            f"{r['extraction_calls']:,}",
+            f"{r['prompt_tokens']:,}",
+            f"{r['max_update_delay_s']:.0f} s",
+        )
+        for name, r in steady.items()
+    ]
+    inject_rows = [
+        (
+            f"{row['facts']:,}",
+            f"{row['deermem']:,} tokens",
+            f"{row['all_facts']:,} tokens",
+        )
+        for row in inject.values()
+    ]
+    return {
+        "bursts": Table(
+            (
+                "configuration",
+                "extraction calls",
+                "calls / thread",
+                "prompt tokens",
+                "tokens / turn",
+                "max update delay",
+            ),
+            rows,
+            "lrrrrr",
+        ),
+        "ratios": Table(("deermem against", "extraction calls", "prompt tokens"), ratios, "lrr"),
+        "steady": Table(
+            ("configuration", "extraction calls", "prompt tokens", "max update delay"),
+            steady_rows,
+            "lrrr",
+        ),
+        "injection": Table(
+            ("facts in memory", "injected per model call (profile + top 15)", "every fact"),
+            inject_rows,
+            "rrr",
+        ),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=3)
+    parser.add_argument("--users", type=int, default=None, help="default 10 (smoke 2)")
+    parser.add_argument("--threads", type=int, default=None, help="per user; default 3 (smoke 1)")
     parser.add_argument("--turns", type=int, default=40)
-    parser.add_argument("--json-out")
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    for key, value in (SMOKE if args.smoke else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     plans = workload(args.users, args.threads, args.turns)
     shipped = MemoryConfig()
     started = time.perf_counter()
-    configs = {
+    runs = {
         "no_debounce": simulate(plans, debounce=0, max_wait=None, watermark=False),
         "seed_debounce": simulate(plans, debounce=30, max_wait=None, watermark=False),
         "deermem": simulate(
@@ -315,87 +409,63 @@ def main(argv: list[str] | None = None) -> int:
             watermark=True,
         ),
     }
-    steady = steady_workload(max(1, args.users // 2), args.turns)
-    steady_results = {
-        "seed_debounce": simulate(steady, debounce=30, max_wait=None, watermark=False),
+    steady_plans = steady_workload(max(1, args.users // 2), args.turns)
+    steady_runs = {
+        "seed_debounce": simulate(steady_plans, debounce=30, max_wait=None, watermark=False),
         "deermem": simulate(
-            steady,
+            steady_plans,
             debounce=shipped.debounce_seconds,
             max_wait=shipped.max_wait_seconds,
             watermark=True,
         ),
     }
     seconds = time.perf_counter() - started
-    out: dict[str, Any] = {name: r.as_json() for name, r in configs.items()}
-    for name in out:
-        out[name]["calls_per_thread"] = round(configs[name].extraction_calls / len(plans), 2)
-    base, seed, ours = configs["no_debounce"], configs["seed_debounce"], configs["deermem"]
-    ratios = {
-        "calls_saved_vs_no_debounce_pct": round(
-            100 * (1 - ours.extraction_calls / base.extraction_calls), 1
-        ),
-        "prompt_tokens_vs_seed_debounce": round(ours.prompt_tokens / seed.prompt_tokens, 3),
-    }
-    inject = {
-        str(n): dict(zip(("deermem", "all_facts"), injection_tokens(n, shipped), strict=True))
-        for n in (100, 1000)
-    }
+    configs: dict[str, dict[str, Any]] = {name: r.as_json() for name, r in runs.items()}
+    for name, row in configs.items():
+        row["calls_per_thread"] = round(runs[name].extraction_calls / len(plans), 2)
+    inject = {}
+    for n in (100, 1000):
+        ours, everything = injection_tokens(n, shipped)
+        inject[f"facts_{n}"] = {"facts": n, "deermem": ours, "all_facts": everything}
     turns_total = sum(len(p.arrivals) for p in plans)
     bursts = sum(
         1 + sum(1 for a, b in zip(p.arrivals, p.arrivals[1:], strict=False) if b - a > 60)
         for p in plans
     )
+    steady = {name: r.as_json() for name, r in steady_runs.items()}
+    tables = build_tables(configs, steady, inject)
     print(
         f"Workload: {args.users} users × {args.threads} threads × {args.turns} turns "
         f"({turns_total} turns in {bursts} bursts, {turns_total / bursts:.2f} turns per burst), "
         f"simulated; {seconds:.1f} s on {platform.machine()}\n"
     )
+    print(tables["bursts"].markdown())
+    print()
+    print(tables["ratios"].markdown())
     print(
-        "| configuration | extraction calls | calls / thread | prompt tokens | tokens / turn | "
-        "max update delay |"
+        f"\nSteady traffic ({len(steady_plans)} threads × {args.turns} turns, one every 10–25 s; "
+        f"max_wait_seconds = {shipped.max_wait_seconds:.0f} s):\n"
     )
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, row in out.items():
-        print(
-            f"| {name} | {row['extraction_calls']:,} | {row['calls_per_thread']} | "
-            f"{row['prompt_tokens']:,} | {row['tokens_per_turn']:,} | "
-            f"{row['max_update_delay_s']:.0f} s |"
-        )
-    print(
-        f"\ndeermem vs no debounce: {ratios['calls_saved_vs_no_debounce_pct']}% fewer calls; "
-        f"vs the seed's debounce: {ratios['prompt_tokens_vs_seed_debounce']:.2f}× the prompt "
-        f"tokens; max_wait_seconds = {shipped.max_wait_seconds:.0f} s"
-    )
-    print(f"\nSteady traffic ({len(steady)} threads × {args.turns} turns, one every 10–25 s):\n")
-    print("| configuration | extraction calls | prompt tokens | max update delay |")
-    print("|---|---:|---:|---:|")
-    for name, r in steady_results.items():
-        print(
-            f"| {name} | {r.extraction_calls} | {r.prompt_tokens:,} | "
-            f"{r.max_update_delay_s:.0f} s |"
-        )
-    print(
-        "\n| facts in memory | injected per model call (deermem: profile + top 15) | every fact |"
-    )
-    print("|---:|---:|---:|")
-    for n, row in inject.items():
-        print(f"| {int(n):,} | {row['deermem']:,} tokens | {row['all_facts']:,} tokens |")
-    if args.json_out:
-        payload = {
-            **out,
-            "ratios": ratios,
-            "injected_tokens": inject,
-            "steady": {name: r.as_json() for name, r in steady_results.items()},
-            "workload": {
-                "users": args.users,
-                "threads": args.threads,
-                "turns": args.turns,
-                "bursts": bursts,
-                "seed": 42,
-            },
-        }
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2)
+    print(tables["steady"].markdown())
+    print()
+    print(tables["injection"].markdown())
+    results = {
+        **configs,
+        "steady": steady,
+        "injected_tokens": inject,
+        "max_wait_seconds": shipped.max_wait_seconds,
+        "workload": {
+            "users": args.users,
+            "threads_per_user": args.threads,
+            "turns": args.turns,
+            "threads": len(plans),
+            "turns_total": turns_total,
+            "bursts": bursts,
+            "turns_per_burst": round(turns_total / bursts, 2),
+            "seed": 42,
+        },
+    }
+    save(__file__, args, results, tables, argv)
     return 0
 
 

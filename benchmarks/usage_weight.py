@@ -15,9 +15,15 @@ it lies, never copied):
    selection and no usage term, counts each pick as injected, and as used when it overlaps the
    gold answer (:func:`estimate_use` with the threshold above). The other half is then evaluated
    (hit@15: a selected fact cites an evidence turn) for each weight, with those counts stored in
-   the facts; then the halves swap, and the two folds are averaged.
+   the facts; then the halves swap, and the two folds are averaged. By default once with the
+   shipped selection (with the ``embeddings`` extra: lexical + semantic) and once lexical only.
 
-    python benchmarks/usage_weight.py [--data PATH] [--embeddings none|config] [--json-out PATH]
+Results go through ``benchmarks/report.py`` (tables ``threshold`` and ``weights``). ``--smoke``
+runs the first conversation, lexical only; CI holds precision and recall at the shipped threshold,
+the simulated uses and hit@15 at the shipped weight to ``benchmarks/floors.toml``.
+
+    python benchmarks/usage_weight.py [--smoke] [--data PATH] [--embeddings both|config|none]
+        [--min-overlap X] [--conversations N] [--json-out PATH]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from locomo_retrieval import DEFAULT_DATA, Conversation, load  # benchmarks/ is on sys.path
+from report import Table, add_arguments, save
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.memory.conversation import Turn
@@ -54,6 +61,7 @@ THRESHOLDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2)
 TOP_K = 15
 KS = (5, 10, 15)
+SMOKE_CONVERSATIONS = 1  # --smoke: the first conversation, lexical only
 
 
 def generic_subject(names: list[str]) -> re.Pattern[str]:
@@ -117,18 +125,20 @@ def calibrate(
                         tp[threshold] += 1
                     else:
                         fp[threshold] += 1
-    table = {}
+    rows = []
     for threshold in THRESHOLDS:
         precision = tp[threshold] / max(1, tp[threshold] + fp[threshold])
         recall = tp[threshold] / max(1, positives)
         f1 = 2 * precision * recall / max(1e-9, precision + recall)
-        table[f"{threshold:.1f}"] = {
-            "precision": round(100 * precision, 1),
-            "recall": round(100 * recall, 1),
-            "f1": round(100 * f1, 1),
-        }
-    table["pairs"] = {"positives": positives, "negatives": negatives}
-    return table
+        rows.append(
+            {
+                "min_overlap": threshold,
+                "precision": round(100 * precision, 1),
+                "recall": round(100 * recall, 1),
+                "f1": round(100 * f1, 1),
+            }
+        )
+    return {"rows": rows, "positives": positives, "negatives": negatives}
 
 
 def weights(
@@ -181,10 +191,13 @@ def weights(
                         )
                         hits[weight, k].append(bool(cited & item.evidence))
     return {
-        **{
-            f"hit@{k}": {f"{w:g}": round(100 * float(np.mean(hits[w, k])), 2) for w in WEIGHTS}
-            for k in KS
-        },
+        "rows": [
+            {
+                "weight": w,
+                **{f"hit_at_{k}": round(100 * float(np.mean(hits[w, k])), 2) for k in KS},
+            }
+            for w in WEIGHTS
+        ],
         "questions": len(hits[0.0, TOP_K]),
         "simulated_hit_rate": round(100 * used / max(1, injected), 1),
         "simulated_injected": injected,
@@ -196,50 +209,100 @@ def _with_counts(fact: Fact, injections: int, uses: int) -> Fact:
     return fact.model_copy(update={"injections": injections, "used": uses})
 
 
+CHANNELS = {"shipped": "shipped (lexical + semantic)", "lexical": "lexical only"}
+
+
+def _at(rows: list[dict[str, Any]], key: str, value: float) -> dict[str, Any]:
+    """The row for ``value`` (the shipped setting), so floors can address it by name."""
+    return next(row for row in rows if abs(row[key] - value) < 1e-9)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--embeddings", default="config", help="none, or config (the shipped)")
+    parser.add_argument(
+        "--embeddings",
+        default=None,
+        choices=("both", "config", "none"),
+        help="the weight sweep's selection: both (default: the shipped one, then lexical only), "
+        "config (the shipped), none (lexical only; the default with --smoke)",
+    )
     parser.add_argument("--min-overlap", type=float, default=None)
-    parser.add_argument("--json-out")
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="only the first N (default: all)"
+    )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
         return 2
-    conversations = load(args.data)
-    more = extras(args.data)
+    limit = args.conversations or (SMOKE_CONVERSATIONS if args.smoke else None)
+    conversations = load(args.data)[:limit]
+    more = extras(args.data)[:limit]
     start = time.perf_counter()
-    table = calibrate(conversations, more)
-    pairs = table.pop("pairs")
+    calibration = calibrate(conversations, more)
+    config = MemoryConfig()
+    min_overlap = args.min_overlap if args.min_overlap is not None else config.usage_min_overlap
     print(
-        f"usage threshold, LoCoMo dev: {pairs['positives']} fact/turn pairs, "
-        f"{pairs['negatives']} top-{TOP_K} neighbours (min shared units {USAGE_MIN_SHARED})\n"
+        f"usage threshold, LoCoMo dev ({len(conversations)} conversations): "
+        f"{calibration['positives']} fact/turn pairs, {calibration['negatives']} top-{TOP_K} "
+        f"neighbours (min shared units {USAGE_MIN_SHARED})"
     )
-    print("| min overlap | precision | recall | F1 |\n|---:|---:|---:|---:|")
-    for threshold, row in table.items():
-        print(f"| {threshold} | {row['precision']} | {row['recall']} | {row['f1']} |")
-    min_overlap = (
-        args.min_overlap if args.min_overlap is not None else MemoryConfig().usage_min_overlap
+    threshold_rows = [
+        [f"{r['min_overlap']:g}", f"{r['precision']:.1f}", f"{r['recall']:.1f}", f"{r['f1']:.1f}"]
+        for r in calibration["rows"]
+    ]
+    threshold_rows = [
+        [f"**{c}**" for c in row] if float(row[0]) == config.usage_min_overlap else row
+        for row in threshold_rows
+    ]
+    tables = {
+        "threshold": Table(["min overlap", "precision", "recall", "F1"], threshold_rows, "rrrr")
+    }
+    choice = args.embeddings or ("none" if args.smoke else "both")
+    channels = {"both": ("shipped", "lexical"), "config": ("shipped",), "none": ("lexical",)}
+    sweeps: dict[str, dict[str, Any]] = {}
+    for channel in channels[choice]:
+        setting = config.embeddings if channel == "shipped" else "none"
+        embeddings = resolve_embeddings(setting)
+        store = EmbeddingStore(embeddings) if embeddings is not None else None
+        if store is None and channel == "shipped" and "lexical" in channels[choice]:
+            continue  # without the extra the shipped selection is the lexical one
+        sweep = weights(conversations, more, store, min_overlap)
+        sweep["at_default"] = _at(sweep["rows"], "weight", config.usage_weight)
+        sweep["semantic"] = store is not None
+        sweeps[channel] = sweep
+        print(
+            f"usage weight ({CHANNELS[channel]}; min overlap {min_overlap:g}): "
+            f"{sweep['questions']} held-out questions (two folds); simulated hit rate "
+            f"{sweep['simulated_hit_rate']} % ({sweep['simulated_used']} used / "
+            f"{sweep['simulated_injected']} injected)"
+        )
+    header = ["`usage_weight`", *(f"{w:g}" for w in WEIGHTS)]
+    tables["weights"] = Table(
+        header,
+        [
+            [CHANNELS[channel], *(f"{r['hit_at_15']:.2f}" for r in sweep["rows"])]
+            for channel, sweep in sweeps.items()
+        ],
+        "l" + "r" * len(WEIGHTS),
     )
-    setting = MemoryConfig().embeddings if args.embeddings == "config" else args.embeddings
-    embeddings = resolve_embeddings(setting)
-    store = EmbeddingStore(embeddings) if embeddings is not None else None
-    sweep = weights(conversations, more, store, min_overlap)
-    channel = "lexical + semantic" if store is not None else "lexical only"
-    print(
-        f"\nusage weight ({channel}; min overlap {min_overlap:g}): hits on the held-out "
-        f"half, {sweep['questions']} questions (two folds); simulated hit rate "
-        f"{sweep['simulated_hit_rate']} % ({sweep['simulated_used']} used / "
-        f"{sweep['simulated_injected']} injected)\n"
-    )
-    print("| usage_weight | hit@5 | hit@10 | hit@15 |\n|---:|---:|---:|---:|")
-    for weight in sweep["hit@15"]:
-        row = " | ".join(f"{sweep[f'hit@{k}'][weight]:.2f}" for k in KS)
-        print(f"| {weight} | {row} |")
-    print(f"\n{time.perf_counter() - start:.0f} s, {platform.machine()}")
-    if args.json_out:
-        payload = {"threshold": table, "pairs": pairs, "weights": sweep, "channel": channel}
-        Path(args.json_out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    for key, table in tables.items():
+        print(f"\n{key}:\n{table.markdown()}")
+    seconds = time.perf_counter() - start
+    print(f"\n{seconds:.0f} s, {platform.machine()}")
+    results = {
+        "conversations": len(conversations),
+        "min_overlap": min_overlap,
+        "usage_weight": config.usage_weight,
+        "threshold": {
+            **calibration,
+            "at_default": _at(calibration["rows"], "min_overlap", config.usage_min_overlap),
+        },
+        "weights": sweeps,
+        "seconds": round(seconds, 1),
+    }
+    save(__file__, args, results, tables, argv)
     return 0
 
 
