@@ -109,6 +109,7 @@ from deermem_middleware.retrieval.selector import (
     SelectionParams,
     SelectionQuery,
 )
+from deermem_middleware.runtime.service import store_embedder  # as the engine wires the gate
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage.base import MemoryScope
 from deermem_middleware.storage.memory import InMemoryStorage
@@ -280,21 +281,6 @@ def gate_figures(counts: Mapping[str, int]) -> dict[str, Any]:
     dropped = out["value_rejected"] + out["grounding_dropped"]
     out["kept_share"] = round(1 - dropped / out["proposed"], 4) if out["proposed"] else None
     return out
-
-
-def store_embedder(store: EmbeddingStore) -> Embedder:
-    """The grounding gate's semantic support through the selection's store, as
-    :class:`~deermem_middleware.runtime.service.MemoryService` wires it (texts embedded once,
-    cached: a stored fact's vector is then already there for selection)."""
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        store.embed(texts)
-        vectors = store.vectors(texts)
-        if vectors is None:
-            raise RuntimeError("the embedding store could not keep these vectors")
-        return vectors
-
-    return embed
 
 
 def make_selector(

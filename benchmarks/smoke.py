@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from report import BENCHMARKS, SMOKE_RESULTS, check_floors, load_floors
+from report import BENCHMARKS, SMOKE_RESULTS, Check, check_floors, load_floors
 
 NOT_BENCHMARKS = {"report", "smoke"}
 TIMEOUT_S = 600
@@ -36,7 +36,7 @@ def scripts() -> list[str]:
     )
 
 
-def run_one(name: str, out_dir: Path) -> tuple[float, list[str]]:
+def run_one(name: str, checks: list[Check], out_dir: Path) -> tuple[float, list[str]]:
     out = out_dir / f"{name}.json"
     log = out_dir / f"{name}.log"
     out.unlink(missing_ok=True)
@@ -60,7 +60,7 @@ def run_one(name: str, out_dir: Path) -> tuple[float, list[str]]:
     if not out.is_file():
         return seconds, [f"{name}: wrote no results to {out}"]
     payload = json.loads(out.read_text(encoding="utf-8"))
-    return seconds, check_floors(payload["results"], load_floors()[name])
+    return seconds, check_floors(payload["results"], checks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in floors:
             continue
         print(f"-- {name} --smoke", flush=True)
-        seconds, breaches = run_one(name, SMOKE_RESULTS)
+        seconds, breaches = run_one(name, floors[name], SMOKE_RESULTS)
         rows.append((name, seconds, len(floors[name]), breaches))
         for breach in breaches:
             print(f"   BREACH {breach}", flush=True)

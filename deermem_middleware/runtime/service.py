@@ -64,7 +64,7 @@ from deermem_middleware.storage.base import (
 from deermem_middleware.storage.factory import open_storage, wrap_storage
 from deermem_middleware.storage.journal import PendingJournal
 
-__all__ = ["MemoryService"]
+__all__ = ["MemoryService", "store_embedder"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ SchedulerKey = tuple[MemoryScope, str]
 UpdateListener = Callable[[CaptureJob, UpdateOutcome], None]
 
 
-def _store_embedder(store: EmbeddingStore) -> Callable[[Sequence[str]], np.ndarray]:
+def store_embedder(store: EmbeddingStore) -> Callable[[Sequence[str]], np.ndarray]:
     """The grounding gate's semantic support through the selection's embedding store: texts
     are embedded once and cached, so a stored fact's vector is already there for selection."""
 
@@ -136,7 +136,7 @@ class MemoryService:
             self._get_extractor,
             config,
             annotate=self.injections.annotate,
-            embed=_store_embedder(store) if store is not None else None,
+            embed=store_embedder(store) if store is not None else None,
         )
         self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
         self._listeners: list[UpdateListener] = []
