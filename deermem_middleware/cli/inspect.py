@@ -47,7 +47,7 @@ def _deerflow_root(middleware: MemoryService) -> Path | None:
     from deermem_middleware.deerflow.layout import is_deerflow_folder
     from deermem_middleware.storage.json_file import JSONFileStorage
 
-    storage = middleware.storage
+    storage = middleware.storage.innermost
     if isinstance(storage, JSONFileStorage) and is_deerflow_folder(storage.root):
         return storage.root
     return None
@@ -193,6 +193,7 @@ _ROUTE_NAMES = {
     "thread": "thr",
     "feedback": "fb",
     "guaranteed": "g",
+    "queryless": "ql",
 }
 
 

@@ -101,6 +101,8 @@ class CharNgramIndex:
     def __init__(self, texts: Sequence[str], analyzer: _Analyzer | None = None) -> None:
         self._analyzer = analyzer or _ANALYZER
         self.size = len(texts)
+        self._rows: Any = None  # row-major copy of the matrix, built on first use
+        self._centroid: np.ndarray | None = None
         rows = self._analyzer.transform(texts) if texts else []
         lengths = np.fromiter((len(ids) for ids, _ in rows), dtype=np.int64, count=len(rows))
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -128,6 +130,30 @@ class CharNgramIndex:
         weights /= norms[row_of]
         csr = sparse.csr_matrix((weights, columns, indptr), shape=(self.size, len(self._vocab)))
         self._matrix = csr.tocsc()
+
+    def _row_major(self) -> Any:
+        if self._rows is None:
+            self._rows = self._matrix.tocsr()
+        return self._rows
+
+    def centroid_similarity(self) -> np.ndarray:
+        """Per text, the dot product of its (unit) TF-IDF row with the mean row: how generic it
+        is within this index. O(non-zeros), computed once."""
+        if self._matrix is None:
+            return np.zeros(self.size)
+        if self._centroid is None:
+            mean = np.asarray(self._matrix.mean(axis=0)).ravel()
+            self._centroid = np.asarray(self._matrix @ mean, dtype=np.float64).ravel()
+        return self._centroid
+
+    def row_similarity(self, positions: Sequence[int]) -> np.ndarray:
+        """Cosine similarities between the indexed texts at ``positions`` (in that order), from
+        the stored rows: nothing is analysed again, and only their non-zeros are touched."""
+        n = len(positions)
+        if self._matrix is None or n == 0:
+            return np.zeros((n, n))
+        rows = self._row_major()[np.asarray(positions, dtype=np.int64)]
+        return np.asarray((rows @ rows.T).toarray(), dtype=np.float64)
 
     def pairwise(self, texts: Sequence[str]) -> np.ndarray:
         """Cosine similarities between ``texts`` (weighted with this index's idf; terms the

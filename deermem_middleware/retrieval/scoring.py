@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Literal
@@ -27,6 +27,7 @@ from deermem_middleware.memory.time import (
 from deermem_middleware.memory.usage import access_frequency
 from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
 from deermem_middleware.retrieval.lexical import CharNgramIndex, WordTfidfIndex
+from deermem_middleware.retrieval.queryless import QuerylessChoice, QuerylessParams
 from deermem_middleware.retrieval.rules import RecallRule, compile_pattern, rule_hits
 
 __all__ = [
@@ -166,6 +167,10 @@ class SelectionParams:
     +0.7–1.2 ms at 10,000 facts, for no better hit@15)."""
     recall_rules: tuple[RecallRule, ...] = ()
     """The rule route (:mod:`deermem_middleware.retrieval.rules`)."""
+    queryless: QuerylessParams = field(default_factory=QuerylessParams)
+    """``deermem`` with nothing to match (a blank message and no turns before it: DeerFlow's
+    ``get_context`` before the thread's first message): the query-less choice of
+    :mod:`deermem_middleware.retrieval.queryless` instead of the formula above."""
 
     @classmethod
     def seed(cls, top_k: int = 15, query_turns: int = 3) -> SelectionParams:
@@ -208,6 +213,13 @@ class SelectionParams:
             recall_rules=recall_rules_from_config(config.recall_rules),
             thread_weight=config.thread_weight if config.selection == "deermem" else 0.0,
             feedback_weight=config.feedback_weight if config.selection == "deermem" else 0.0,
+            queryless=QuerylessParams(
+                guaranteed_categories=(
+                    tuple(config.guaranteed_categories)
+                    if config.guaranteed_token_budget > 0
+                    else ()
+                )
+            ),
         )
 
 
@@ -279,6 +291,12 @@ class FactIndex:
         """Per recall rule, the facts it names (filled on first use)."""
         self._manual: tuple[Fact, ...] | None = None
         self._threads: np.ndarray | None = None
+        self.queryless_choices: dict[
+            tuple[QuerylessParams, int], tuple[np.ndarray | None, QuerylessChoice]
+        ] = {}
+        """The query-less choices made on this revision, per (params, k), with the ``dense``
+        they were made with: the choice does not depend on the message, so ``get_context``
+        calls after the first cost a look-up (filled by the selector)."""
 
     @property
     def threads(self) -> np.ndarray:
