@@ -186,6 +186,7 @@ def _storage_where(storage: MemoryStorage) -> str:
     from deermem_middleware.storage.json_file import JSONFileStorage
     from deermem_middleware.storage.store import StoreStorage
 
+    storage = storage.innermost
     if isinstance(storage, JSONFileStorage):
         return str(storage.root)
     if isinstance(storage, StoreStorage):

@@ -95,20 +95,19 @@ def _import_folder(args: argparse.Namespace) -> int:
 def _import_scope(
     middleware: MemoryService, folder: FolderRead, user: str, agent: str, replace: bool
 ) -> _ScopeReceipt:
-    from deermem_middleware.memory.importing import ImportChange, log_import_cuts
+    from deermem_middleware.deerflow.carry_over import import_scope
 
-    pieces = folder.for_scope(user, agent)
-    change = ImportChange(
-        [p.memory for p in pieces],
+    done = import_scope(
+        lambda scope, mutate: middleware.change(scope, mutate)[2],
+        folder,
+        middleware.scope(user, agent),
         replace=replace,
         max_facts=middleware.config.max_facts,
         clock=_now,
     )
-    scope = middleware.scope(user, agent)
-    _, _, revision = middleware.change(scope, change)
-    log_import_cuts(change.capped, user=scope.user_id, agent=scope.agent_name)
+    change = done.change
     return _ScopeReceipt(
-        user, agent, revision, change.report, change.capped, pieces, change.left_out
+        user, agent, done.revision, change.report, change.capped, done.pieces, change.left_out
     )
 
 

@@ -250,6 +250,7 @@ def _storage_paths(merge: _Merge, deerflow: bool) -> None:
     if deerflow and (storage is None or isinstance(storage, str)):
         root = deerflow_paths.storage_root(storage)
         values["storage_path"] = str(root / deerflow_paths.DEERMEM_FOLDER)
+        values.setdefault("deerflow_memory_folder", str(root))
     elif isinstance(storage, str) and storage.strip():
         text = storage
         if text.lower().endswith(".json"):

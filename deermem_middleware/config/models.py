@@ -249,6 +249,14 @@ class MemoryConfig(BaseModel):
     """Put the memory into the system prompt before each model call."""
     storage_path: str = DEFAULT_STORAGE_PATH
     """Folder of the JSON-file backend (relative paths resolve against the YAML file's folder)."""
+    deerflow_memory_folder: str | None = None
+    """DeerFlow's memory root (its data folder), whose memory of a user and agent is carried
+    over the first time we hold no document for them (see
+    :mod:`deermem_middleware.deerflow.carry_over`). Set from ``storage_path`` when the config is
+    DeerFlow's (its ``config.yaml`` or its ``backend_config``); None: no DeerFlow folder."""
+    carry_over_deerflow_memory: bool = True
+    """Carry DeerFlow's memory over from ``deerflow_memory_folder`` (false: start empty;
+    ``deermem import --deerflow`` still imports it)."""
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """The storage backend (``file`` by default; ``postgres`` for many workers and hosts)."""
     storage_timeout_seconds: float = Field(default=2.0, gt=0, le=300)

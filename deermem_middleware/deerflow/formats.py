@@ -56,6 +56,7 @@ __all__ = [
     "Repair",
     "RepairReport",
     "deerflow_fact",
+    "deerflow_source",
     "fact_from_markdown",
     "fact_shard",
     "fact_to_markdown",
@@ -240,7 +241,8 @@ def last_updated(memory: Memory) -> str:
     return max(known) if known else utc_now_iso()
 
 
-def _source(fact: Fact) -> str:
+def deerflow_source(fact: Fact) -> str:
+    """A fact's ``source`` as DeerFlow writes it: the thread, ``manual`` or ``unknown``."""
     if fact.source:
         return fact.source
     return MANUAL_SOURCE if fact.manual else "unknown"
@@ -256,7 +258,7 @@ def deerflow_fact(fact: Fact, *, include_status: bool = False) -> dict[str, Any]
         "category": fact.category,
         "confidence": fact.confidence,
         "createdAt": fact.createdAt,
-        "source": _source(fact),
+        "source": deerflow_source(fact),
     }
     if fact.updatedAt:
         out["updatedAt"] = fact.updatedAt
@@ -338,7 +340,7 @@ def v2_fact_record(fact: Fact, *, user_id: str, agent_name: str) -> dict[str, An
         "createdAt": fact.createdAt or fact.updatedAt or "",
     }
     detail = (fact.model_extra or {}).get("sourceDetail")
-    source = _source(fact)
+    source = deerflow_source(fact)
     if isinstance(detail, Mapping) and legacy_source(detail) == source:
         record["source"] = dict(detail)
     else:

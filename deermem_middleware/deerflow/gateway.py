@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from deermem_middleware.deerflow.formats import from_deerflow, to_deerflow
+from deermem_middleware.deerflow.formats import deerflow_source, from_deerflow, to_deerflow
 from deermem_middleware.injection.render import MEMORY_CLOSE, MEMORY_OPEN
 from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
@@ -45,7 +45,8 @@ def search_hits(
     picks: Sequence[ScoredFact], *, top_k: int, category: str | None = None
 ) -> list[dict[str, Any]]:
     """The best ``top_k`` of ``picks`` (of ``category`` only, when given) as the gateway's
-    search results: ``id, content, category, confidence, createdAt, score``."""
+    search results: ``id, content, category, confidence, createdAt, source, score`` (``source``
+    as DeerFlow's documents write it: the thread, ``manual`` or ``unknown``)."""
     if category is not None:
         picks = [p for p in picks if p.fact.category == category]
     return [
@@ -55,6 +56,7 @@ def search_hits(
             "category": p.fact.category,
             "confidence": p.fact.confidence,
             "createdAt": p.fact.createdAt,
+            "source": deerflow_source(p.fact),
             "score": round(p.score, 6),
         }
         for p in picks[:top_k]
@@ -87,10 +89,11 @@ def fact_errors() -> Iterator[None]:
 
 def cleared(memory: Memory, now: str) -> Memory:
     """``memory`` emptied (no facts, no summaries), threads' progress kept so turns already
-    read are not extracted again; ``memory`` itself when there is nothing to clear."""
+    read are not extracted again, and the record of a carry-over kept so DeerFlow's old copy is
+    not read back in; ``memory`` itself when there is nothing to clear."""
     if not memory.facts and not any(memory.section(n).summary for n in SECTION_FIELDS):
         return memory
-    return Memory(lastUpdated=now, watermarks=memory.watermarks)
+    return Memory(lastUpdated=now, watermarks=memory.watermarks, carriedOver=memory.carriedOver)
 
 
 def imported(
@@ -110,5 +113,8 @@ def imported(
 
 
 def replacing(incoming: Memory, memory: Memory) -> Memory:
-    """``incoming`` in place of ``memory``, with ``memory``'s threads' progress."""
-    return incoming.model_copy(update={"watermarks": memory.watermarks})
+    """``incoming`` in place of ``memory``, with ``memory``'s threads' progress and its record
+    of a carry-over."""
+    return incoming.model_copy(
+        update={"watermarks": memory.watermarks, "carriedOver": memory.carriedOver}
+    )

@@ -203,6 +203,10 @@ class DeermemMemoryManager(MemoryManager):
             service.end_turn(
                 visible, user_id=user, thread_id=thread_id or None, agent_name=agent, now=now
             )
+            said = turns.last_user_text(visible)
+            if said:  # the query of this user's next get_context, which names no message
+                self._turns.remember(user, agent, thread_id or None, said)
+                self._turns.remember(user, agent, None, said)
         except Exception:
             logger.exception("memory capture of thread %r failed", thread_id)
 
@@ -213,15 +217,24 @@ class DeermemMemoryManager(MemoryManager):
         agent_name: str | None = None,
         thread_id: str | None = None,
     ) -> str:
-        """The memory to inject (our block's content, within ``max_injection_tokens``), its facts
-        ranked by the newest turn-start message of this thread; "" when there is none."""
+        """The memory to inject (our block's content, within ``max_injection_tokens``); "" when
+        there is none. Its facts are ranked by the newest message the user said that this
+        backend saw — this thread's turn start (``on_turn_start``), else the user's last
+        message in an ``add`` (DeerFlow's lead agent calls this with no message, when it builds
+        the system prompt) — and with none, by the query-less choice (guaranteed categories,
+        then the most used, recent and confident facts, spread over topics). In tool mode the
+        summaries only: the model searches the facts with DeerFlow's memory tools."""
         service = self.service
         if not service.injecting:
             return ""
         user, agent = turns.identity(user_id, agent_name)
         said = self._turns.latest(user, agent, thread_id or None)
         messages = [HumanMessage(said)] if said else []
-        block = service.memory_block(messages, user, agent, thread_id=thread_id or None)
+        # tool mode: DeerFlow tells the model that only the summaries are injected and that it
+        # finds the facts with its memory tools, as DeerFlow's own backend does
+        block = service.memory_block(
+            messages, user, agent, thread_id=thread_id or None, with_facts=self.mode != "tool"
+        )
         return gateway.unwrapped(block)
 
     # -- tier 2 -----------------------------------------------------------------------------------

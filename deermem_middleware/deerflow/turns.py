@@ -24,6 +24,7 @@ __all__ = [
     "TurnMessages",
     "agent_or_none",
     "identity",
+    "last_user_text",
     "turn_identity",
     "user_or_default",
     "user_text",
@@ -59,6 +60,15 @@ def user_text(message: Any) -> str | None:
         return message_text(message.get("content"))
     if isinstance(message, str):
         return message
+    return None
+
+
+def last_user_text(messages: list[BaseMessage]) -> str | None:
+    """The newest non-blank thing the user said in ``messages``; None when there is none."""
+    for message in reversed(messages):
+        text = user_text(message)
+        if text and text.strip():
+            return text
     return None
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "MAX_SUPERSEDES_PER_FACT",
     "SECTION_FIELDS",
     "USER_FIELDS",
+    "CarriedOver",
     "DocumentFormatError",
     "Fact",
     "FactCategory",
@@ -436,6 +437,37 @@ class TrimCount(BaseModel):
     """How many that last time."""
 
 
+class CarriedOver(BaseModel):
+    """That a host's own memory of this scope was carried over into this document, once — so it
+    is never carried over again, also after the document was cleared or its user erased (see
+    :mod:`deermem_middleware.deerflow.carry_over`)."""
+
+    model_config = _STORED
+
+    source: str = "deerflow"
+    """Whose memory: ``deerflow`` (its data folder)."""
+    at: str = ""
+    """When it was carried over (or, with ``erased``, when the user was erased instead)."""
+    facts: Annotated[int, _COUNT] = 0
+    """Facts found there."""
+    files: tuple[str, ...] = ()
+    """The files and fact folders read, relative to the host's data folder."""
+    erased: bool = False
+    """The user was erased here before (or instead of) a carry-over: the host's own copy is
+    the host's to delete, and is not read."""
+
+
+def _carried_over(value: Any) -> Any:
+    """A record as a hand-edited file may hold it: one that does not read still says a
+    carry-over happened (reading the host's memory twice would duplicate it)."""
+    if value is None or isinstance(value, CarriedOver):
+        return value
+    try:
+        return CarriedOver.model_validate(value)
+    except ValueError:
+        return CarriedOver()
+
+
 def _trim_count(value: Any) -> Any:
     """A counter as a hand-edited file may hold it: one that does not read is no counter (it is
     a statistic; the document must still load)."""
@@ -460,12 +492,17 @@ class Memory(BaseModel):
     watermarks: dict[str, Watermark] = Field(default_factory=dict)
     trimmed: Annotated[TrimCount | None, BeforeValidator(_trim_count)] = None
     """What capacity deleted so far (None: nothing, and the key is not written)."""
+    carriedOver: Annotated[CarriedOver | None, BeforeValidator(_carried_over)] = None
+    """The host's memory carried over into this document (None: none, and the key is not
+    written)."""
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: Any) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and data.get("trimmed") is None:
-            data.pop("trimmed", None)
+        if isinstance(data, dict):
+            for key in ("trimmed", "carriedOver"):
+                if data.get(key) is None:
+                    data.pop(key, None)
         return data
 
     def section(self, name: str) -> Section:

@@ -113,6 +113,12 @@ class MemoryService:
         else:
             self.storage = wrap_storage(storage)
             self._owned_storage = False
+        if config.deerflow_memory_folder and config.carry_over_deerflow_memory:
+            from deermem_middleware.deerflow.carry_over import CarryOverStorage
+
+            self.storage = CarryOverStorage(
+                self.storage, config.deerflow_memory_folder, max_facts=config.max_facts
+            )
         self._explicit_model = resolve_model(model)
         self._agent_model: BaseChatModel | None = None
         self._extractor: MemoryExtractor | None = None
@@ -635,6 +641,7 @@ class MemoryService:
         agent_name: str | None = None,
         *,
         thread_id: str | None = None,
+        with_facts: bool = True,
     ) -> str:
         """The ``<memory>`` block for a model call about to be made, recorded in the ledger;
         "" when there is nothing to inject or memory failed (logged: the call goes on) — a
@@ -643,11 +650,14 @@ class MemoryService:
         ``agent_name`` is the agent of this run when the host names it per run (DeerFlow's
         context, ``create_agent(name=...)``); None: this engine's configured agent.
         ``thread_id``: the conversation, for a host that asks outside a graph run (None: the
-        running graph's thread) — the usage signal compares that thread's answer with it."""
+        running graph's thread) — the usage signal compares that thread's answer with it.
+        ``with_facts`` False: the summaries only (a host whose model searches the facts itself
+        with memory tools)."""
         try:
             scope = self.scope(user_id, agent_name)
             stored = self.hot_path.call("reading memory", lambda: self.storage.load(scope))
-            rendered = self.recall.explain(scope, stored.memory, messages)
+            memory = stored.memory if with_facts else stored.memory.model_copy(update={"facts": ()})
+            rendered = self.recall.explain(scope, memory, messages)
         except StorageUnavailable:  # logged once per outage by the guard; the call goes on
             return ""
         except Exception as exc:

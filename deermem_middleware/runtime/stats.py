@@ -101,9 +101,10 @@ def scope_stats(storage: MemoryStorage, scope: MemoryScope, pending: int) -> dic
     used = sum(min(f.used, f.injections) for f in facts)
     confidences = sorted(f.confidence for f in facts)
     size = len(json.dumps(stored.memory.to_json_dict(), ensure_ascii=False).encode())
-    if isinstance(storage, JSONFileStorage):
+    backend = storage.innermost
+    if isinstance(backend, JSONFileStorage):
         with contextlib.suppress(OSError):
-            size = storage.path_for(scope).stat().st_size
+            size = backend.path_for(scope).stat().st_size
     item.update(
         {
             "revision": stored.revision,

@@ -193,6 +193,12 @@ class MemoryStorage(ABC):
     def list_scopes(self) -> list[MemoryScope]:
         """Every scope that has a stored document."""
 
+    @property
+    def innermost(self) -> MemoryStorage:
+        """The backend itself, under any layer wrapped around it (a DeerFlow carry-over): for
+        code that asks which backend it is."""
+        return self
+
     def describe(self, scope: MemoryScope) -> str:
         """Where the document of ``scope`` lives, for people (a path, a table key)."""
         return f"{type(self).__name__}: user {scope.user_id!r}, agent {scope.agent_name!r}"

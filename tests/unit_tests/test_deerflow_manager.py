@@ -458,7 +458,7 @@ def test_lost_races_and_unreadable_memory_raise_deerflows_errors(
     contract: ModuleType, build: Build, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manager = build({"storage": {"backend": "memory"}})  # a store: compare-and-set on save
-    storage = manager.service.storage
+    storage = manager.service.storage.innermost  # under the DeerFlow carry-over
     _, fact_id = manager.create_fact("User plays chess", "context", 0.8)
 
     def always_behind(scope: Any, memory: Any, expected_revision: int) -> int:
@@ -566,6 +566,27 @@ def test_get_context_ranks_by_the_turn_start_message(build: Build) -> None:
     assert _topic(_fact_lines(manager.get_context("alice", thread_id="t1"))[0]) == "cycling"
 
 
+def test_get_context_without_a_message_ranks_by_the_users_last_add(build: Build) -> None:
+    """DeerFlow's lead agent asks ``get_context(user_id, agent_name)`` with no message and no
+    thread: the user's previous message, seen in ``add``, is the query."""
+    manager = build({"top_k": 4})
+    for baking, cycling in zip(BAKING, CYCLING, strict=True):
+        manager.create_fact(baking, "preference", 0.9, user_id="alice")
+        manager.create_fact(cycling, "preference", 0.9, user_id="alice")
+    unranked = manager.get_context("alice")
+    manager.add(
+        "t9",
+        [HumanMessage("Which tyres for my road bicycle?"), AIMessage("28 mm.")],
+        user_id="alice",
+    )
+    ranked = manager.get_context("alice")
+    assert ranked != unranked
+    assert _topic(_fact_lines(ranked)[0]) == "cycling"
+    assert manager.get_context("bob") == ""  # another user's add steers nothing of alice's
+    manager.add("t9", [HumanMessage("sourdough bread baking"), AIMessage("ok")], user_id="alice")
+    assert _topic(_fact_lines(manager.get_context("alice", thread_id="t9"))[0]) == "baking"
+
+
 def test_get_context_stays_within_the_token_budget(build: Build) -> None:
     manager = build({"max_injection_tokens": 120, "token_counting": "char"})
     for number in range(40):
@@ -586,12 +607,30 @@ def test_tool_mode_search_filters_the_category_before_top_k(build: Build) -> Non
     top = manager.search("Python", 2)
     assert len(top) == 2 and all("Python" in r["content"] for r in top)
     assert set(top[0]) >= {"id", "content", "category", "confidence", "score", "createdAt"}
+    assert top[0]["source"] == "manual"  # the memory_search tool's description promises it
     assert top[0]["score"] >= top[1]["score"]
     (goal,) = manager.search("Python", 1, category="goal")
     assert goal["content"] == "User wants to give a Python talk"
     assert manager.search("Python", 0) == []
     assert len(manager.search("", 10)) == 5  # no query: every active fact, by confidence
     assert manager.search("Python", 3, user_id="someone-else") == []
+
+
+def test_tool_mode_injects_the_summaries_and_leaves_the_facts_to_the_tools(build: Build) -> None:
+    """DeerFlow's tool-mode prompt tells the model that only the summaries are injected and
+    that it finds facts with ``memory_search`` (what DeerFlow's own backend does)."""
+    document = {
+        "user": {"workContext": {"summary": "Backend engineer on payments.", "updatedAt": ""}},
+        "facts": [{"id": "fact_go", "content": "User writes Go", "category": "knowledge"}],
+    }
+    tool = build(mode="tool")
+    tool.import_memory(document, user_id="alice")
+    context = tool.get_context("alice")
+    assert "Backend engineer on payments." in context and "User writes Go" not in context
+    assert tool.search("Go", 1, user_id="alice")[0]["content"] == "User writes Go"
+    middleware = build()
+    middleware.import_memory(document, user_id="alice")
+    assert "User writes Go" in middleware.get_context("alice")
 
 
 # -- capture and extraction -----------------------------------------------------------------------
