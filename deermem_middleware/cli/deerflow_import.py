@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from deermem_middleware.deerflow.layout import FolderRead, Piece
-    from deermem_middleware.memory.document import Fact
-    from deermem_middleware.memory.importing import MergeReport
-    from deermem_middleware.memory.interchange import CapReport
+    from deermem_middleware.deerflow.carry_over import ScopeImport
+    from deermem_middleware.deerflow.layout import FolderRead
     from deermem_middleware.runtime.service import MemoryService
 
 from deermem_middleware.cli.common import UsageError, _now, _opened
@@ -55,18 +52,6 @@ def _check_folder(root: Path) -> None:
     )
 
 
-@dataclass
-class _ScopeReceipt:
-    user: str
-    agent: str
-    revision: int
-    merge: MergeReport
-    capped: CapReport
-    pieces: list[Piece]
-    left_out: tuple[Fact, ...] = ()
-    """The facts left out over ``max_facts`` (the least valuable)."""
-
-
 def _import_folder(args: argparse.Namespace) -> int:
     from deermem_middleware.deerflow.layout import read_folder
 
@@ -82,7 +67,7 @@ def _import_folder(args: argparse.Namespace) -> int:
             + (f" agent {args.agent!r}" if args.agent else "")
         )
         raise UsageError(f"{root}: no DeerFlow memory{who}")
-    receipts: list[_ScopeReceipt] = []
+    receipts: list[ScopeImport] = []
     with _opened(args) as middleware, _storage_guard(middleware):
         for user, agent in scopes:
             receipts.append(_import_scope(middleware, folder, user, agent, args.replace))
@@ -94,10 +79,10 @@ def _import_folder(args: argparse.Namespace) -> int:
 
 def _import_scope(
     middleware: MemoryService, folder: FolderRead, user: str, agent: str, replace: bool
-) -> _ScopeReceipt:
+) -> ScopeImport:
     from deermem_middleware.deerflow.carry_over import import_scope
 
-    done = import_scope(
+    return import_scope(
         lambda scope, mutate: middleware.change(scope, mutate)[2],
         folder,
         middleware.scope(user, agent),
@@ -105,35 +90,29 @@ def _import_scope(
         max_facts=middleware.config.max_facts,
         clock=_now,
     )
-    change = done.change
-    return _ScopeReceipt(
-        user, agent, done.revision, change.report, change.capped, done.pieces, change.left_out
-    )
 
 
 def _print_folder_receipt(
-    root: Path, folder: FolderRead, receipts: list[_ScopeReceipt], verbose: int
+    root: Path, folder: FolderRead, receipts: list[ScopeImport], verbose: int
 ) -> None:
     found = added = known = repaired = dropped = 0
     print(f"imported the DeerFlow data folder {root}:")
     for r in receipts:
-        r_found = sum(p.report.facts_read for p in r.pieces)
-        r_repaired = sum(p.report.facts_repaired for p in r.pieces)
-        r_dropped = sum(p.report.facts_dropped for p in r.pieces)
+        merge = r.change.report
         found, added, repaired, dropped = (
-            found + r_found,
-            added + len(r.merge.added),
-            repaired + r_repaired,
-            dropped + r_dropped,
+            found + r.found,
+            added + len(merge.added),
+            repaired + r.repaired,
+            dropped + r.dropped,
         )
-        known += r.merge.same_id + r.merge.same_text
-        sections = f" ({', '.join(r.merge.sections)})" if r.merge.sections else ""
+        known += merge.same_id + merge.same_text
+        sections = f" ({', '.join(merge.sections)})" if merge.sections else ""
         print(
             f"  user {r.user!r}, agent {r.agent!r} (revision {r.revision}): "
-            f"{r_found} fact(s) found, {len(r.merge.added)} added, {r.merge.same_id} with a "
-            f"known id and {r.merge.same_text} with known text skipped, {r_repaired} repaired, "
-            f"{r_dropped} dropped; {len(r.merge.sections)} summary(ies) taken{sections}"
-            + _capped_note(r.capped)
+            f"{r.found} fact(s) found, {len(merge.added)} added, {merge.same_id} with a "
+            f"known id and {merge.same_text} with known text skipped, {r.repaired} repaired, "
+            f"{r.dropped} dropped; {len(merge.sections)} summary(ies) taken{sections}"
+            + _capped_note(r.change.capped)
         )
         for piece in r.pieces:
             what = f"{len(piece.memory.facts)} fact(s)"
@@ -150,7 +129,7 @@ def _print_folder_receipt(
     left_out = [
         f"user {r.user!r}, agent {r.agent!r}: {f.id}: {f.content}"
         for r in receipts
-        for f in r.left_out
+        for f in r.change.left_out
     ]
     if left_out:
         print("  not kept (over max_facts; raise it and import again to keep them):")

@@ -60,7 +60,7 @@ from deermem_middleware.storage.base import (
 if TYPE_CHECKING:
     from deermem_middleware.storage.journal import PendingJournal
 
-__all__ = ["CarryOverStorage", "ScopeImport", "import_scope"]
+__all__ = ["CarryOverStorage", "ScopeImport", "facts_read", "import_scope"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class ScopeImport:
 
     @property
     def found(self) -> int:
-        return sum(p.report.facts_read for p in self.pieces)
+        return facts_read(self.pieces)
 
     @property
     def repaired(self) -> int:
@@ -86,6 +86,11 @@ class ScopeImport:
     @property
     def dropped(self) -> int:
         return sum(p.report.facts_dropped for p in self.pieces)
+
+
+def facts_read(pieces: list[Piece]) -> int:
+    """Facts found in ``pieces`` (kept, repaired or dropped)."""
+    return sum(p.report.facts_read for p in pieces)
 
 
 def import_scope(
@@ -193,8 +198,7 @@ class CarryOverStorage(MemoryStorage):
         folder = read_folder(self.folder, only=[(scope.user_id, scope.agent_name)], log=False)
         pieces = folder.for_scope(scope.user_id, scope.agent_name)
         files = tuple(p.relative for p in pieces)
-        found = sum(p.report.facts_read for p in pieces)
-        note = CarriedOver(at=self.clock(), facts=found, files=files)
+        note = CarriedOver(at=self.clock(), facts=facts_read(pieces), files=files)
         done = import_scope(
             self.inner.update,
             folder,
@@ -235,9 +239,10 @@ class CarryOverStorage(MemoryStorage):
         for user, agent in found.scopes():
             scope = MemoryScope(user, agent)
             files = tuple(p.relative for p in found.for_scope(user, agent))
-            note = CarriedOver(at=self.clock(), files=files, erased=True)
+            stamp = self.clock()
+            note = CarriedOver(at=stamp, files=files, erased=True)
             try:
-                self.inner.save(scope, Memory(lastUpdated=self.clock(), carriedOver=note), 0)
+                self.inner.save(scope, Memory(lastUpdated=stamp, carriedOver=note), 0)
             except RevisionConflict:
                 continue  # written again meanwhile: that document holds its own record
             self._checked.add(scope)
@@ -251,18 +256,15 @@ class CarryOverStorage(MemoryStorage):
     # -- MemoryStorage -----------------------------------------------------------------------------
 
     def load(self, scope: MemoryScope) -> StoredMemory:
-        if scope not in self._checked:
-            self.ensure(scope)
+        self.ensure(scope)
         return self.inner.load(scope)
 
     def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
-        if scope not in self._checked:
-            self.ensure(scope)
+        self.ensure(scope)
         return self.inner.save(scope, memory, expected_revision)
 
     def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = 200) -> int:
-        if scope not in self._checked:
-            self.ensure(scope)
+        self.ensure(scope)
         return self.inner.update(scope, mutate, max_conflicts=max_conflicts)
 
     def delete(self, scope: MemoryScope) -> bool:
