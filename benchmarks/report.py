@@ -1,21 +1,23 @@
-"""What every benchmark writes, what the README quotes, and what CI holds them to.
+"""What every benchmark writes, what the README and ``docs/`` quote, and what CI holds them to.
 
-Why one module: a figure in the README is a promise, and a promise nobody re-measures goes stale
-silently (the lifecycle benchmark kept printing a table from before the write gates while it stored
-0 facts). So every benchmark
+Why one module: a figure in the documentation is a promise, and a promise nobody re-measures goes
+stale silently (the lifecycle benchmark kept printing a table from before the write gates while it
+stored 0 facts). So every benchmark
 
 - takes ``--smoke`` (a small slice, well under a minute on 2 cores) and ``--json-out PATH``;
 - ends with :func:`save`, which writes one JSON file: the command that produced it, the date, the
-  machine, the raw ``results`` and the ``tables`` the README shows, each cell formatted once, here
+  machine, the raw ``results`` and the ``tables`` the docs show, each cell formatted once, here
   — a full run to ``benchmarks/results/<name>.json`` (committed), a smoke run to
   ``artifacts/benchmarks/<name>.json`` (not committed);
 - has its floors in ``benchmarks/floors.toml``, checked on the smoke run's results by
   ``benchmarks/smoke.py`` (CI's step after the test suite) with :func:`check_floors`.
 
-The README never holds a table of its own: each one sits between ``<!-- results: NAME TABLE -->``
-and ``<!-- /results -->`` and is exactly :func:`render_block` of the committed results file;
-``tests/unit_tests/test_readme_figures.py`` fails when they differ, and
-``python benchmarks/report.py --readme`` rewrites the blocks after a re-run.
+The documents (``README.md`` and every ``docs/**/*.md``, see :func:`documents`) never hold a
+table of their own: each one sits between ``<!-- results: NAME TABLE -->`` and
+``<!-- /results -->``, appears once across all of them, and is exactly :func:`render_block` of
+the committed results file; ``tests/unit_tests/test_benchmark_report.py`` fails when they differ,
+and ``python benchmarks/report.py --docs`` (or its old name ``--readme``) rewrites the blocks after
+a re-run. Without a flag it only checks, and exits 1 on a stale or duplicated block.
 
 Library code, no third-party imports beyond the standard library (``tomllib``: Python 3.11).
 """
@@ -43,6 +45,7 @@ RESULTS = BENCHMARKS / "results"
 SMOKE_RESULTS = ROOT / "artifacts" / "benchmarks"
 FLOORS = BENCHMARKS / "floors.toml"
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 BLOCK = re.compile(
     r"^<!-- results: (?P<name>[a-z_]+) (?P<table>[a-z0-9_]+) -->\n(?P<body>.*?)^<!-- /results -->$",
@@ -72,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Table:
-    """A table as the README shows it: every cell already formatted (``align``: one ``l``/``r``
+    """A table as the docs show it: every cell already formatted (``align``: one ``l``/``r``
     per column)."""
 
     header: Sequence[str]
@@ -175,12 +178,19 @@ def _finite(value: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------
-# README blocks
+# Generated blocks in the README and docs/
 # ------------------------------------------------------------------------------------------------
 
 
+def documents(root: Path = ROOT) -> list[Path]:
+    """The files that may hold generated blocks: ``README.md``, then ``docs/**/*.md`` sorted."""
+    readme = root / "README.md"
+    found = [readme] if readme.is_file() else []
+    return found + sorted((root / "docs").rglob("*.md"))
+
+
 def render_block(payload: Mapping[str, Any], table: str) -> str:
-    """A README block's body: the table, then where it comes from."""
+    """A generated block's body: the table, then where it comes from."""
     try:
         body = Table.from_json(payload["tables"][table]).markdown()
     except KeyError as exc:
@@ -208,19 +218,78 @@ def load_results(name: str, results_dir: Path = RESULTS) -> dict[str, Any]:
     return data
 
 
-def stale_blocks(text: str, results_dir: Path = RESULTS) -> list[str]:
-    """Each README block that differs from its results file, as ``NAME TABLE (line N)``."""
+def stale_blocks(text: str, results_dir: Path = RESULTS, where: str = "README") -> list[str]:
+    """Each block of ``text`` that differs from its results file, as ``NAME TABLE (WHERE line
+    N)``."""
     stale = []
     for match in blocks(text):
         name, table = match["name"], match["table"]
         expected = render_block(load_results(name, results_dir), table)
         if match["body"] != expected:
             line = text.count("\n", 0, match.start()) + 1
-            stale.append(f"{name} {table} (README line {line})")
+            stale.append(f"{name} {table} ({where} line {line})")
     return stale
 
 
+def _label(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def document_blocks(
+    paths: Sequence[Path] | None = None, root: Path = ROOT
+) -> dict[tuple[str, str], list[str]]:
+    """Where each ``(NAME, TABLE)`` block sits: ``{(name, table): ["docs/x.md line N", ...]}``."""
+    where: dict[tuple[str, str], list[str]] = {}
+    for path in documents(root) if paths is None else paths:
+        text = path.read_text(encoding="utf-8")
+        for match in blocks(text):
+            line = text.count("\n", 0, match.start()) + 1
+            where.setdefault((match["name"], match["table"]), []).append(
+                f"{_label(path, root)} line {line}"
+            )
+    return where
+
+
+def duplicated_blocks(paths: Sequence[Path] | None = None, root: Path = ROOT) -> list[str]:
+    """Blocks that appear more than once across the documents: each table has one home."""
+    return [
+        f"{name} {table} ({', '.join(places)})"
+        for (name, table), places in document_blocks(paths, root).items()
+        if len(places) > 1
+    ]
+
+
+def stale_documents(
+    paths: Sequence[Path] | None = None, results_dir: Path = RESULTS, root: Path = ROOT
+) -> list[str]:
+    """Every stale block of every document, as ``NAME TABLE (FILE line N)``."""
+    stale = []
+    for path in documents(root) if paths is None else paths:
+        text = path.read_text(encoding="utf-8")
+        stale.extend(stale_blocks(text, results_dir, _label(path, root)))
+    return stale
+
+
+def rewrite_documents(
+    paths: Sequence[Path] | None = None, results_dir: Path = RESULTS, root: Path = ROOT
+) -> list[Path]:
+    """Rewrite every document's blocks from the results files; return the files that changed."""
+    changed = []
+    for path in documents(root) if paths is None else paths:
+        text = path.read_text(encoding="utf-8")
+        new = rewrite_readme(text, results_dir)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
 def rewrite_readme(text: str, results_dir: Path = RESULTS) -> str:
+    """``text`` with every block rendered afresh (the README's or any document's)."""
+
     def replace(match: re.Match[str]) -> str:
         body = render_block(load_results(match["name"], results_dir), match["table"])
         return f"<!-- results: {match['name']} {match['table']} -->\n{body}<!-- /results -->"
@@ -313,18 +382,32 @@ def check_floors(results: Mapping[str, Any], checks: Sequence[Check]) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="README blocks from benchmarks/results/")
-    parser.add_argument("--readme", action="store_true", help="rewrite the README's blocks")
+    parser = argparse.ArgumentParser(
+        description="the benchmark tables of README.md and docs/ from benchmarks/results/ "
+        "(without a flag: check them)"
+    )
+    parser.add_argument(
+        "--docs",
+        "--readme",
+        dest="rewrite",
+        action="store_true",
+        help="rewrite the blocks in README.md and docs/**/*.md (--readme: the old name)",
+    )
     args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    if args.readme:
-        README.write_text(rewrite_readme(text), encoding="utf-8")
-    stale = stale_blocks(README.read_text(encoding="utf-8"))
+    if args.rewrite:
+        for path in rewrite_documents():
+            print(f"rewrote {_label(path, ROOT)}")
+    stale = stale_documents()
+    duplicated = duplicated_blocks()
     for item in stale:
         print(f"stale: {item}")
-    count = sum(1 for _ in blocks(README.read_text(encoding="utf-8")))
-    print(f"{count} README blocks, {len(stale)} stale")
-    return 1 if stale else 0
+    for item in duplicated:
+        print(f"duplicated: {item}")
+    where = document_blocks()
+    files = {place.rsplit(" line ", 1)[0] for places in where.values() for place in places}
+    count = sum(len(places) for places in where.values())
+    print(f"{count} blocks in {len(files)} files, {len(stale)} stale, {len(duplicated)} duplicated")
+    return 1 if stale or duplicated else 0
 
 
 if __name__ == "__main__":

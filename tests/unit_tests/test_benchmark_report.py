@@ -1,8 +1,10 @@
-"""The README's figures are the committed results, and CI's floors are read as written.
+"""The figures in the README and docs/ are the committed results, and CI's floors are read as
+written.
 
-``benchmarks/report.py`` renders every README table from ``benchmarks/results/<name>.json``;
-these tests hold the README to it (a number edited by hand fails), check that each results file
-says what produced it, and check the floor logic ``benchmarks/smoke.py`` runs in CI.
+``benchmarks/report.py`` renders every benchmark table of ``README.md`` and ``docs/**/*.md`` from
+``benchmarks/results/<name>.json``; these tests hold the documents to it (a number edited by hand
+fails, each table has one home), check that each results file says what produced it, and check
+the floor logic ``benchmarks/smoke.py`` runs in CI.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def _load(name: str) -> ModuleType:
 
 report = _load("report")
 sys.modules.setdefault("report", report)  # what benchmarks/smoke.py imports as a script
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCUMENTS = report.documents()
+TEXTS = {path: path.read_text(encoding="utf-8") for path in DOCUMENTS}
 
 
 def _payload(**overrides: Any) -> dict[str, Any]:
@@ -51,31 +54,78 @@ def _payload(**overrides: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------
-# The README against the committed results
+# The README and docs/ against the committed results
 # ------------------------------------------------------------------------------------------------
 
 
-def test_the_readme_quotes_its_tables_from_results_files() -> None:
-    found = list(report.blocks(README))
-    assert len(found) >= 10, "the README's benchmark tables are generated blocks"
+def test_the_documents_are_the_readme_and_every_page_of_docs() -> None:
+    assert DOCUMENTS[0] == ROOT / "README.md"
+    assert {p.relative_to(ROOT).as_posix() for p in DOCUMENTS} >= {
+        "README.md",
+        "docs/performance.md",
+        "docs/retrieval.md",
+    }
 
 
-def test_every_readme_block_equals_its_committed_results() -> None:
-    stale = report.stale_blocks(README)
-    assert not stale, f"README blocks differ from benchmarks/results/: {stale}; re-run the " + (
-        "benchmark, then python benchmarks/report.py --readme"
+def test_the_docs_quote_their_tables_from_results_files() -> None:
+    found = [m for text in TEXTS.values() for m in report.blocks(text)]
+    assert len(found) >= 10, "the benchmark tables of the README and docs/ are generated blocks"
+
+
+def test_every_block_equals_its_committed_results() -> None:
+    stale = report.stale_documents()
+    assert not stale, f"blocks differ from benchmarks/results/: {stale}; re-run the " + (
+        "benchmark, then python benchmarks/report.py --docs"
     )
 
 
-def test_a_number_edited_by_hand_in_the_readme_is_caught() -> None:
-    match = next(report.blocks(README))
+def test_each_table_has_one_home() -> None:
+    assert report.duplicated_blocks() == []
+
+
+def test_every_table_of_every_results_file_is_quoted() -> None:
+    quoted = set(report.document_blocks())
+    tables = set()
+    for path in (BENCHMARKS / "results").glob("*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        tables.update((path.stem, table) for table in data["tables"])
+    assert sorted(tables - quoted) == [], "tables in benchmarks/results/ that no document shows"
+    assert sorted(quoted - tables) == [], "blocks naming a table no results file has"
+
+
+def test_a_number_edited_by_hand_in_a_document_is_caught() -> None:
+    path, text = next((p, t) for p, t in TEXTS.items() if next(report.blocks(t), None))
+    match = next(report.blocks(text))
     body = match["body"]
     digit = next(i for i, ch in enumerate(body) if ch.isdigit() and body[i - 1] == " ")
     edited = body[:digit] + str((int(body[digit]) + 1) % 10) + body[digit + 1 :]
-    text = README[: match.start("body")] + edited + README[match.end("body") :]
-    line = README.count("\n", 0, match.start()) + 1
-    assert report.stale_blocks(text) == [f"{match['name']} {match['table']} (README line {line})"]
+    text = text[: match.start("body")] + edited + text[match.end("body") :]
+    line = text.count("\n", 0, match.start()) + 1
+    where = path.relative_to(ROOT).as_posix()
+    assert report.stale_blocks(text, where=where) == [
+        f"{match['name']} {match['table']} ({where} line {line})"
+    ]
     assert report.stale_blocks(report.rewrite_readme(text)) == []
+
+
+def test_documents_are_checked_and_rewritten_in_place(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "demo.json").write_text(json.dumps(_payload()), encoding="utf-8")
+    block = report.render_block(_payload(), "main")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# front door\n", encoding="utf-8")
+    page = tmp_path / "docs" / "performance.md"
+    text = f"intro\n<!-- results: demo main -->\n{block}<!-- /results -->\n"
+    page.write_text(text.replace("| 75.6 |", "| 76.6 |"), encoding="utf-8")
+    assert report.documents(tmp_path) == [tmp_path / "README.md", page]
+    kw = {"results_dir": tmp_path / "results", "root": tmp_path}
+    assert report.stale_documents(**kw) == ["demo main (docs/performance.md line 2)"]
+    assert report.rewrite_documents(**kw) == [page]
+    assert page.read_text(encoding="utf-8") == text and report.stale_documents(**kw) == []
+    (tmp_path / "README.md").write_text(text, encoding="utf-8")
+    assert report.duplicated_blocks(root=tmp_path) == [
+        "demo main (README.md line 2, docs/performance.md line 2)"
+    ]
 
 
 def test_each_results_file_says_what_produced_it() -> None:
@@ -91,8 +141,8 @@ def test_each_results_file_says_what_produced_it() -> None:
         assert (BENCHMARKS / f"{path.stem}.py").is_file(), path
 
 
-def test_every_results_file_is_quoted_by_the_readme() -> None:
-    quoted = {m["name"] for m in report.blocks(README)}
+def test_every_results_file_is_quoted_by_the_docs() -> None:
+    quoted = {name for name, _ in report.document_blocks()}
     committed = {p.stem for p in (BENCHMARKS / "results").glob("*.json")}
     assert committed <= quoted, f"results nobody reads: {sorted(committed - quoted)}"
 
