@@ -2,8 +2,8 @@
 # CI: DeerFlow installed for real, with this project beside it.
 #
 # DeerFlow's backend source (its harness, gateway app, own tests and uv.lock, at the commit the
-# README names) comes from $DEERMEM_DEERFLOW_SOURCE, else a shared/deerflow/source folder next
-# to the repository or one of its parents; without it the job fails. It is copied (its tests
+# docs/deerflow.md names) comes from $DEERMEM_DEERFLOW_SOURCE, else a shared/deerflow/source
+# folder next to the repository or one of its parents; without it the job fails. It is copied (its tests
 # write into their own tree; the source is never changed), installed in a Python 3.12 virtual
 # environment at exactly its locked versions (pip with a constraints file derived from uv.lock;
 # uv itself is not needed), this project is installed beside it with the local LLM, and

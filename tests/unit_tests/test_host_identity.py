@@ -417,7 +417,7 @@ def _load_class_path(path: str) -> type[AgentMiddleware]:
 def test_the_two_line_middleware_setup_runs_in_a_deerflow_shaped_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README, "Using with DeerFlow": ``memory.manager_class: noop`` (DeerFlow's own memory
+    """docs/deerflow.md, "As a middleware": ``memory.manager_class: noop`` (DeerFlow's own memory
     stores nothing) and our class in ``extensions.middlewares``; DeerFlow's own middleware
     stays in the stack, as DeerFlow always adds it."""
     import yaml
