@@ -44,7 +44,7 @@ def _storage_guard(middleware: MemoryService) -> Iterator[None]:
 
 def _deerflow_root(middleware: MemoryService) -> Path | None:
     """The storage root when it is a DeerFlow data folder (JSON-file storage only)."""
-    from deermem_middleware.deerflow.layout import is_deerflow_folder
+    from deermem_middleware.formats.deerflow_layout import is_deerflow_folder
     from deermem_middleware.storage.json_file import JSONFileStorage
 
     storage = middleware.storage.innermost
@@ -57,7 +57,7 @@ def _deerflow_scope(root: Path, scope: MemoryScope) -> tuple[Memory, list[str]]:
     """What DeerFlow's files under ``root`` hold for ``scope`` (read-only), and those files."""
     from deermem_middleware.cli.common import _now
     from deermem_middleware.cli.interchange import _combined
-    from deermem_middleware.deerflow.layout import read_folder
+    from deermem_middleware.formats.deerflow_layout import read_folder
 
     folder = read_folder(root, only=[(scope.user_id, scope.agent_name)], log=False)
     pieces = folder.for_scope(scope.user_id, scope.agent_name)

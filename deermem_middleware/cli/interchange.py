@@ -4,7 +4,7 @@ read leniently one fact at a time, and capped as extracted memory is: more facts
 ``max_facts`` are trimmed when imported, and the receipt says how many, at what ``max_facts``,
 and lists the facts left out (the first :data:`MAX_REPAIR_LINES`; ``-v`` all of them).
 
-Reading, merging and capping are :mod:`~deermem_middleware.memory.importing` (the web console
+Reading, merging and capping are :mod:`~deermem_middleware.formats.importing` (the web console
 imports the same way); this module adds the files and the receipts. A whole folder (``import
 --deerflow DIR``) is :mod:`~deermem_middleware.cli.deerflow_import`, dispatched from
 :func:`_import`; it merges and reports with the same helpers, so both imports treat a fact the
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from deermem_middleware.deerflow.layout import Piece
+    from deermem_middleware.formats.deerflow_layout import Piece
+    from deermem_middleware.formats.interchange import CapReport
+    from deermem_middleware.formats.repair import RepairReport
     from deermem_middleware.memory.document import Fact, Memory
-    from deermem_middleware.memory.interchange import CapReport
-    from deermem_middleware.memory.repair import RepairReport
 
 from deermem_middleware.cli.common import UsageError, _dump, _now, _opened, _who
 from deermem_middleware.cli.inspect import _storage_guard
@@ -38,8 +38,8 @@ MAX_REPAIR_LINES: Final = 20
 
 def _deerflow_document(memory: Memory) -> dict[str, Any]:
     """``memory`` in DeerFlow's v1.0 ``memory.json`` shape (see
-    :func:`~deermem_middleware.deerflow.formats.to_deerflow`)."""
-    from deermem_middleware.deerflow.formats import to_deerflow
+    :func:`~deermem_middleware.formats.deerflow.to_deerflow`)."""
+    from deermem_middleware.formats.deerflow import to_deerflow
 
     return to_deerflow(memory)
 
@@ -81,7 +81,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _export_v2(args: argparse.Namespace) -> int:
-    from deermem_middleware.deerflow.v2_writer import write_v2
+    from deermem_middleware.formats.deerflow_v2_writer import write_v2
 
     if args.output is None:
         raise UsageError("--layout v2 writes a folder: give it with --output DIR")
@@ -127,7 +127,7 @@ def _export_v2(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class _FileRead:
-    """A file as read (:class:`~deermem_middleware.memory.importing.DocumentRead`), with the
+    """A file as read (:class:`~deermem_middleware.formats.importing.DocumentRead`), with the
     notes about what lies beside it (a v2 manifest's Markdown facts)."""
 
     memory: Memory
@@ -139,7 +139,7 @@ class _FileRead:
 def _markdown_beside(path: Path, agent: str, now: str) -> tuple[list[Memory], list[str], int]:
     """For a v2 summary manifest: the Markdown facts of ``agent`` beside it, the lines of their
     repairs (plus a note naming the other agents with facts there), and how many were dropped."""
-    from deermem_middleware.deerflow.layout import markdown_beside
+    from deermem_middleware.formats.deerflow_layout import markdown_beside
 
     memories, reports, others = markdown_beside(path, agent, now=now)
     notes = [line for report in reports for line in report.lines()]
@@ -154,17 +154,17 @@ def _markdown_beside(path: Path, agent: str, now: str) -> tuple[list[Memory], li
 
 def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__") -> _FileRead:
     """Load a memory document file, leniently (see
-    :func:`~deermem_middleware.memory.importing.read_document_data`), with what only a file has:
+    :func:`~deermem_middleware.formats.importing.read_document_data`), with what only a file has:
     an older HEAD manifest's references to Markdown files beside it, and a v2 summary manifest's
     Markdown facts in the folder around it.
 
     Raises :class:`UsageError` naming the file and the field.
     """
-    from deermem_middleware.deerflow.formats import is_v2_manifest
-    from deermem_middleware.deerflow.layout import resolve_fact_references
+    from deermem_middleware.formats.deerflow import is_v2_manifest
+    from deermem_middleware.formats.deerflow_layout import resolve_fact_references
+    from deermem_middleware.formats.importing import ImportFormatError, read_document_data
+    from deermem_middleware.formats.repair import Repair, RepairReport
     from deermem_middleware.memory.document import DocumentFormatError, parse_document_json
-    from deermem_middleware.memory.importing import ImportFormatError, read_document_data
-    from deermem_middleware.memory.repair import Repair, RepairReport
 
     try:
         raw = path.read_bytes()
@@ -214,8 +214,8 @@ def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__")
 
 def _combined(pieces: Sequence[Piece], now: str) -> Memory:
     """The pieces of one scope as one document, merged in order (for ``show``)."""
+    from deermem_middleware.formats.importing import merge_memory
     from deermem_middleware.memory.document import Memory
-    from deermem_middleware.memory.importing import merge_memory
 
     memory = Memory()
     for piece in pieces:
@@ -239,7 +239,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_file(args: argparse.Namespace) -> int:
-    from deermem_middleware.memory.importing import ImportChange, log_import_cuts
+    from deermem_middleware.formats.importing import ImportChange, log_import_cuts
 
     path = Path(args.file)
     if path.is_dir():
@@ -279,7 +279,7 @@ def _import_file(args: argparse.Namespace) -> int:
 
 
 def _looks_deerflow(path: Path) -> bool:
-    from deermem_middleware.deerflow.layout import is_deerflow_folder
+    from deermem_middleware.formats.deerflow_layout import is_deerflow_folder
 
     return is_deerflow_folder(path)
 

@@ -252,7 +252,7 @@ class MemoryConfig(BaseModel):
     deerflow_memory_folder: str | None = None
     """DeerFlow's memory root (its data folder), whose memory of a user and agent is carried
     over the first time we hold no document for them (see
-    :mod:`deermem_middleware.deerflow.carry_over`). Set from ``storage_path`` when the config is
+    :mod:`deermem_middleware.storage.carry_over`). Set from ``storage_path`` when the config is
     DeerFlow's (its ``config.yaml`` or its ``backend_config``); None: no DeerFlow folder."""
     carry_over_deerflow_memory: bool = True
     """Carry DeerFlow's memory over from ``deerflow_memory_folder`` (false: start empty;

@@ -7,8 +7,6 @@
 - ``decay``: how facts age (rank, never membership);
 - ``time``: dates of events, relative dates, what questions say about time;
 - ``apply``: one whole update applied to a document (the one entry point);
-- ``interchange``: documents that come from outside, held to the same caps;
-- ``repair``: lenient reading of DeerFlow's and older documents, fact by fact;
-- ``importing``: a document from outside read, merged or replaced (``deermem import``, the console);
+- ``values``: field limits and the lenient coercions every writer applies;
 - ``manual``: the edits a person makes (add, edit, remove a fact), protected from extraction.
 """

@@ -15,7 +15,7 @@ Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size); docum
 models, so the cached object is shared safely.
 
 A document whose facts do not all validate is read one fact at a time (see
-:func:`~deermem_middleware.memory.interchange.repair_document`): what DeerFlow's loaders accept
+:func:`~deermem_middleware.formats.interchange.repair_document`): what DeerFlow's loaders accept
 is repaired, a fact that cannot be read is kept aside inside the document, and a WARNING names the
 file and each fact. A file that fails to parse at all is never overwritten. By default
 (``on_corruption="quarantine"``) it is renamed aside to ``<name>.corrupted-<UTC time>`` in the same
@@ -265,7 +265,7 @@ class JSONFileStorage(MemoryStorage):
         would accept (no id, a ``null`` confidence, facts as an id map) is repaired, one that
         cannot be read is set aside under ``droppedFacts`` in the document (kept on the next
         save: nothing stored is lost); a WARNING names the file and each fact."""
-        from deermem_middleware.memory.repair import repair_document
+        from deermem_middleware.formats.repair import repair_document
 
         try:
             memory, report = repair_document(data, where=str(path), keep_dropped=True)
