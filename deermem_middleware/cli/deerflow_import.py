@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from deermem_middleware.runtime.service import MemoryService
     from deermem_middleware.storage.carry_over import ScopeImport
 
-from deermem_middleware.cli.common import UsageError, _now, _opened
-from deermem_middleware.cli.inspect import _storage_guard
-from deermem_middleware.cli.interchange import _capped_note, _print_lines
+from deermem_middleware.cli.common import UsageError, _now, _opened, _storage_guard
+from deermem_middleware.cli.receipts import _capped_note, _print_lines
 
 __all__: list[str] = []  # private: the command is the interface
 

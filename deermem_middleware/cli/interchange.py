@@ -18,21 +18,19 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from deermem_middleware.formats.deerflow_layout import Piece
-    from deermem_middleware.formats.interchange import CapReport
     from deermem_middleware.formats.repair import RepairReport
     from deermem_middleware.memory.document import Fact, Memory
 
-from deermem_middleware.cli.common import UsageError, _dump, _now, _opened, _who
-from deermem_middleware.cli.inspect import _storage_guard
+from deermem_middleware.cli.common import UsageError, _dump, _now, _opened, _storage_guard, _who
+from deermem_middleware.cli.deerflow_import import _import_folder
+from deermem_middleware.cli.receipts import _capped_note, _print_lines
 
 __all__: list[str] = []  # private: the command is the interface
 
 
-MAX_REPAIR_LINES: Final = 20
 """Repairs listed one per line in a receipt; -v lists them all."""
 
 
@@ -209,29 +207,10 @@ def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__")
     return _FileRead(memory, detected, report, notes)
 
 
-# -- merging ---------------------------------------------------------------------------------
-
-
-def _combined(pieces: Sequence[Piece], now: str) -> Memory:
-    """The pieces of one scope as one document, merged in order (for ``show``)."""
-    from deermem_middleware.formats.importing import merge_memory
-    from deermem_middleware.memory.document import Memory
-
-    memory = Memory()
-    for piece in pieces:
-        memory, _ = merge_memory(memory, piece.memory, now)
-    return memory
-
-
-# -- import ----------------------------------------------------------------------------------
-
-
 def _import(args: argparse.Namespace) -> int:
     if args.deerflow is not None:
         if args.file is not None:
             raise UsageError("give either FILE or --deerflow DIR, not both")
-        from deermem_middleware.cli.deerflow_import import _import_folder  # it imports this module
-
         return _import_folder(args)
     if args.file is None:
         raise UsageError("give the FILE to import, or --deerflow DIR for a DeerFlow data folder")
@@ -293,20 +272,7 @@ def _repaired_note(report: RepairReport) -> str:
     return f"; {', '.join(parts)} on the way in (listed below)" if parts else ""
 
 
-def _print_lines(lines: Sequence[str], verbose: int, indent: str = "  ") -> None:
-    shown = lines if verbose else lines[:MAX_REPAIR_LINES]
-    for line in shown:
-        print(f"{indent}{line}")
-    if len(lines) > len(shown):
-        print(f"{indent}... and {len(lines) - len(shown)} more (-v lists them all)")
-
-
 def _left_out_lines(facts: Sequence[Fact]) -> list[str]:
     """One line per fact an import did not keep over ``max_facts`` (imported, or stored before
     a merge): its id and text."""
     return [f"not kept over max_facts: {f.id}: {f.content}" for f in facts]
-
-
-def _capped_note(capped: CapReport) -> str:
-    notes = capped.notes()
-    return f"; capped as extracted memory is: {'; '.join(notes)}" if notes else ""

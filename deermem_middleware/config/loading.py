@@ -44,6 +44,7 @@ from deermem_middleware.config.models import (
     ModelConfig,
     StorageConfig,
 )
+from deermem_middleware.config.yaml_loader import register_yaml_loader
 from deermem_middleware.config.yaml_source import (
     Key,
     YamlDoc,
@@ -446,3 +447,6 @@ def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> Memo
                     message += f", got {error['input']!r}"
             problems.append(f"{where}: {message}")
         raise ConfigError("invalid memory config:\n  " + "\n  ".join(problems)) from None
+
+
+register_yaml_loader(load_memory_config)

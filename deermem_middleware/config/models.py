@@ -22,6 +22,9 @@ from pydantic import (
     model_validator,
 )
 
+from deermem_middleware.config.patterns import compile_pattern
+from deermem_middleware.config.yaml_loader import yaml_loader
+
 __all__ = [
     "AGENT_NAME_PATTERN",
     "CLASS_PATH_PATTERN",
@@ -193,8 +196,6 @@ class RecallRuleConfig(BaseModel):
 
     @model_validator(mode="after")
     def _compiles(self) -> RecallRuleConfig:
-        from deermem_middleware.retrieval.rules import compile_pattern
-
         compile_pattern(self.match, "match")
         if self.topics is not None:
             compile_pattern(self.topics, "topics")
@@ -458,6 +459,4 @@ class MemoryConfig(BaseModel):
     ) -> MemoryConfig:
         """Load the ``memory:`` block of a DeerFlow-style YAML file (see
         :func:`deermem_middleware.config.loading.load_memory_config`)."""
-        from deermem_middleware.config.loading import load_memory_config
-
-        return load_memory_config(path, agent_name=agent_name, user_id=user_id)
+        return yaml_loader()(path, agent_name=agent_name, user_id=user_id)

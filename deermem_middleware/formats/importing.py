@@ -33,6 +33,7 @@ from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Fact
 from deermem_middleware.memory.facts import normalize_fact_text
 
 if TYPE_CHECKING:
+    from deermem_middleware.formats.deerflow_layout import Piece
     from deermem_middleware.formats.repair import Repair, RepairReport
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "detect_format",
     "log_import_cuts",
     "merge_memory",
+    "merge_pieces",
     "read_document_data",
 ]
 
@@ -316,3 +318,12 @@ def log_import_cuts(capped: CapReport, *, user: str, agent: str) -> None:
         logger.debug("memory import into %s: left out over max_facts: %s", who, ", ".join(over))
     for note in replace(capped, facts_over_capacity=[]).notes():
         logger.warning("memory import into %s: %s", who, note)
+
+
+def merge_pieces(pieces: Sequence[Piece], now: str) -> Memory:
+    """The pieces of one scope (a DeerFlow folder's files for one user and agent) as one
+    document, merged in order (what ``deermem show`` prints beside ours)."""
+    memory = Memory()
+    for piece in pieces:
+        memory, _ = merge_memory(memory, piece.memory, now)
+    return memory
