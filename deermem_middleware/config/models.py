@@ -281,7 +281,7 @@ class MemoryConfig(BaseModel):
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     grounding: Literal["drop", "infer", "off"] = "drop"
     """What becomes of an extracted fact the user's own turns do not support (see
-    :mod:`deermem_middleware.memory.grounding`): ``drop`` it (default), keep it as
+    :mod:`deermem_middleware.memory.gates.grounding`): ``drop`` it (default), keep it as
     ``sourceKind: inferred`` with its confidence capped at ``inferred_confidence_cap``
     (``infer``), or do not check (``off``). Facts people add (CLI, console, import) are never
     checked."""
@@ -295,7 +295,7 @@ class MemoryConfig(BaseModel):
     """Reject facts not worth remembering — transient tasks ("asked to translate this
     paragraph"), small talk, one-off instructions — and store what the user explicitly asked to
     remember ("remember that …", "记住…") as stated (see
-    :mod:`deermem_middleware.memory.value_gate`)."""
+    :mod:`deermem_middleware.memory.gates.value`)."""
     max_injection_tokens: int = Field(default=2000, ge=0)
     top_k: int = Field(default=15, ge=0, le=1000)
     selection: Literal["deermem", "seed"] = "deermem"
