@@ -1,4 +1,4 @@
-"""DeerFlow's formats both ways (``deerflow.formats``), checked against readers written here from
+"""DeerFlow's formats both ways (``formats.deerflow``), checked against readers written here from
 DeerFlow's own rules: HEAD's Markdown-fact storage (parse, per-fact validation, the summary
 manifest) and the two gateway response models (HEAD's, and v2.0.0's strict ``source: str``).
 
