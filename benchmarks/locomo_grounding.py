@@ -18,7 +18,8 @@ had been said about our user and to our assistant), so a name never decides. Sha
 part of a turn as "[photo: <caption>]" (the annotators saw the captions).
 
 Lexical only, and with embeddings (multilingual-e5-small, the ``embeddings`` extra) when
-installed (the score is then mixed: see :func:`deermem_middleware.memory.grounding.support_for`),
+installed (the score is then mixed: see
+:func:`deermem_middleware.memory.gates.grounding.support_for`),
 over a sweep of thresholds; and the value gate over the same data (gold observations it rejects,
 turns read as a request to remember). Embedding the distinct texts takes minutes on 2 cores;
 ``--no-embeddings`` skips it. Results go through ``benchmarks/report.py`` (tables ``gate``,
@@ -48,8 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_retrieval import DEFAULT_DATA
 from report import Table, add_arguments, save
 
-from deermem_middleware.memory.grounding import DEFAULT_MIN_SUPPORT, subject_words, support_for
-from deermem_middleware.memory.value_gate import remembered_clauses, value_rejection
+from deermem_middleware.memory.gates.grounding import (
+    DEFAULT_MIN_SUPPORT,
+    subject_words,
+    support_for,
+)
+from deermem_middleware.memory.gates.value import remembered_clauses, value_rejection
 
 SMOKE_CONVERSATIONS = 1  # --smoke: the first conversation, lexical only
 

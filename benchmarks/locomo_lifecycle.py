@@ -99,7 +99,7 @@ from deermem_middleware.injection.render import fact_date_label, render_memory
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import FACT_CATEGORIES, Fact, Memory
 from deermem_middleware.memory.facts import is_near_duplicate, normalize_fact_text
-from deermem_middleware.memory.grounding import Embedder
+from deermem_middleware.memory.gates.grounding import Embedder
 from deermem_middleware.memory.time import event_date_range, normalize_event_date, parse_timestamp
 from deermem_middleware.memory.update import MemoryUpdate, NewFact
 from deermem_middleware.retrieval.embeddings import EmbeddingStore, resolve_embeddings

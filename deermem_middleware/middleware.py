@@ -41,7 +41,6 @@ from deermem_middleware.config import (
     load_memory_config,
 )
 from deermem_middleware.config.models import AGENT_NAME_PATTERN
-from deermem_middleware.injection.ledger import InjectionRecord
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
@@ -52,6 +51,7 @@ from deermem_middleware.runtime.ids import (
     resolve_thread_id,
     resolve_user_id,
 )
+from deermem_middleware.runtime.ledger import InjectionRecord
 from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.runtime.scheduler import DebounceScheduler
 from deermem_middleware.runtime.service import MemoryService, SchedulerKey, UpdateListener

@@ -341,7 +341,7 @@ def _as_user(kwargs: dict[str, Any], user: str) -> dict[str, Any]:
 
 def import_available() -> bool:
     try:
-        import deermem_middleware.memory.importing  # noqa: F401
+        import deermem_middleware.formats.importing  # noqa: F401
     except ImportError:
         return False
     return True
@@ -1088,7 +1088,7 @@ class ConsoleApiCases:
         )
 
     def test_import_merges_into_a_users_memory(self, console: ConsoleEnv, api: Api) -> None:
-        pytest.importorskip("deermem_middleware.memory.importing")
+        pytest.importorskip("deermem_middleware.formats.importing")
         console.seed_alice()
         doc = document(
             [
@@ -1114,7 +1114,7 @@ class ConsoleApiCases:
         assert "carol" in [u["user"] for u in ok(api.get("/api/users"))["users"]]
 
     def test_import_can_replace_a_users_memory(self, console: ConsoleEnv, api: Api) -> None:
-        pytest.importorskip("deermem_middleware.memory.importing")
+        pytest.importorskip("deermem_middleware.formats.importing")
         console.seed_alice()
         doc = document([fact("n1", "Speaks Portuguese")]).to_json_dict()
         body = {"user": "alice", "document": doc, "replace": True}
@@ -1124,7 +1124,7 @@ class ConsoleApiCases:
         assert "replaced" in ok(api.get("/api/audit"))["entries"][0]["detail"]
 
     def test_import_accepts_a_deerflow_v1_document(self, console: ConsoleEnv, api: Api) -> None:
-        pytest.importorskip("deermem_middleware.memory.importing")
+        pytest.importorskip("deermem_middleware.formats.importing")
         doc = json.loads(DEERFLOW_V1.read_text(encoding="utf-8"))
         for fmt in ("auto", "deerflow"):
             user = f"bob-{fmt}"
@@ -1142,7 +1142,7 @@ class ConsoleApiCases:
             assert stored.section("workContext").summary == "Bob: workContext summary."
 
     def test_import_names_the_bad_field(self, console: ConsoleEnv, api: Api) -> None:
-        pytest.importorskip("deermem_middleware.memory.importing")
+        pytest.importorskip("deermem_middleware.formats.importing")
         console.seed_alice()
         for doc, where, says in (
             ({"facts": "nope"}, "document.facts", "must be a list"),
@@ -1169,7 +1169,7 @@ class ConsoleApiCases:
         assert console.audit_raw() == []
 
     def test_exports_round_trip_through_import(self, console: ConsoleEnv, api: Api) -> None:
-        pytest.importorskip("deermem_middleware.memory.importing")
+        pytest.importorskip("deermem_middleware.formats.importing")
         console.seed_alice()
         ours = ok(api.get("/api/export", params={"user": "alice"}))
         ok(api.post("/api/import", json={"user": "copy", "document": ours, "format": "deermem"}))

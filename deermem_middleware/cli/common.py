@@ -9,6 +9,7 @@ import json
 import logging
 import textwrap
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -254,3 +255,23 @@ def _date_args(parser: argparse.ArgumentParser, *, edit: bool = False) -> None:
         metavar="DATE",
         help=f"last day the fact holds (it expires after it){clear}",
     )
+
+
+@contextlib.contextmanager
+def _storage_guard(middleware: MemoryService) -> Iterator[None]:
+    """A storage path that cannot be used (a file where a folder should be, no permission)
+    becomes one clear line instead of a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        root = _storage_where(middleware.storage)
+        culprit = next((p for p in [Path(root), *Path(root).parents] if p.is_file()), None)
+        if isinstance(exc, NotADirectoryError) and culprit is not None:
+            raise UsageError(
+                f"the memory storage_path {root} is not a folder: {culprit} is a file (DeerFlow "
+                "v2.0.0's storage_path named memory.json; name the folder that holds it)"
+            ) from None
+        raise UsageError(
+            f"cannot use the memory storage at {root}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else "")
+        ) from None

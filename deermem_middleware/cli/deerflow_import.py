@@ -4,11 +4,11 @@ document per (user, agent) it holds, with a receipt.
 A folder is not a file: it holds every version DeerFlow has written (global and per-agent
 ``memory.json``, per-user v1.0 and v2.0 files, one Markdown file per fact), several users and
 agents, and files that cannot be read. So the import reads the whole folder first
-(:func:`~deermem_middleware.deerflow.layout.read_folder`, leniently, each bad fact dropped on its
-own), then merges each scope's pieces into its document in one compare-and-set write, capped as
-extracted memory is. The receipt says, per scope, what was found, added, already known, repaired
-and dropped, and from which files; a file that could not be read makes the exit status 1 without
-stopping the others. The merging and the receipt's lines are the file import's
+(:func:`~deermem_middleware.formats.deerflow_layout.read_folder`, leniently, each bad fact dropped
+on its own), then merges each scope's pieces into its document in one compare-and-set write,
+capped as extracted memory is. The receipt says, per scope, what was found, added, already known,
+repaired and dropped, and from which files; a file that could not be read makes the exit status 1
+without stopping the others. The merging and the receipt's lines are the file import's
 (:mod:`~deermem_middleware.cli.interchange`), so a fact imported either way is treated the same.
 """
 
@@ -20,20 +20,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from deermem_middleware.deerflow.carry_over import ScopeImport
-    from deermem_middleware.deerflow.layout import FolderRead
+    from deermem_middleware.formats.deerflow_layout import FolderRead
     from deermem_middleware.runtime.service import MemoryService
+    from deermem_middleware.storage.carry_over import ScopeImport
 
-from deermem_middleware.cli.common import UsageError, _now, _opened
-from deermem_middleware.cli.inspect import _storage_guard
-from deermem_middleware.cli.interchange import _capped_note, _print_lines
+from deermem_middleware.cli.common import UsageError, _now, _opened, _storage_guard
+from deermem_middleware.cli.receipts import _capped_note, _print_lines
 
 __all__: list[str] = []  # private: the command is the interface
 
 
 def _check_folder(root: Path) -> None:
     """A clear error when ``root`` is not a DeerFlow data folder (with the likely one)."""
-    from deermem_middleware.deerflow.layout import is_deerflow_folder
+    from deermem_middleware.formats.deerflow_layout import is_deerflow_folder
 
     if not root.exists():
         raise UsageError(f"--deerflow {root}: no such folder")
@@ -53,7 +52,7 @@ def _check_folder(root: Path) -> None:
 
 
 def _import_folder(args: argparse.Namespace) -> int:
-    from deermem_middleware.deerflow.layout import read_folder
+    from deermem_middleware.formats.deerflow_layout import read_folder
 
     root = Path(args.deerflow).expanduser()
     _check_folder(root)
@@ -80,7 +79,7 @@ def _import_folder(args: argparse.Namespace) -> int:
 def _import_scope(
     middleware: MemoryService, folder: FolderRead, user: str, agent: str, replace: bool
 ) -> ScopeImport:
-    from deermem_middleware.deerflow.carry_over import import_scope
+    from deermem_middleware.storage.carry_over import import_scope
 
     return import_scope(
         lambda scope, mutate: middleware.change(scope, mutate)[2],

@@ -4,9 +4,7 @@ be injected."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,36 +13,21 @@ if TYPE_CHECKING:
     from deermem_middleware.runtime.service import MemoryService
     from deermem_middleware.storage.base import MemoryScope
 
-from deermem_middleware.cli.common import UsageError, _clip, _dump, _opened, _table, _who
+from deermem_middleware.cli.common import (
+    _clip,
+    _dump,
+    _opened,
+    _storage_guard,
+    _table,
+    _who,
+)
 
 __all__: list[str] = []  # private: the command is the interface
 
 
-@contextlib.contextmanager
-def _storage_guard(middleware: MemoryService) -> Iterator[None]:
-    """A storage path that cannot be used (a file where a folder should be, no permission)
-    becomes one clear line instead of a traceback."""
-    try:
-        yield
-    except OSError as exc:
-        from deermem_middleware.cli.common import _storage_where
-
-        root = _storage_where(middleware.storage)
-        culprit = next((p for p in [Path(root), *Path(root).parents] if p.is_file()), None)
-        if isinstance(exc, NotADirectoryError) and culprit is not None:
-            raise UsageError(
-                f"the memory storage_path {root} is not a folder: {culprit} is a file (DeerFlow "
-                "v2.0.0's storage_path named memory.json; name the folder that holds it)"
-            ) from None
-        raise UsageError(
-            f"cannot use the memory storage at {root}: {exc.strerror or exc}"
-            + (f" ({exc.filename})" if exc.filename else "")
-        ) from None
-
-
 def _deerflow_root(middleware: MemoryService) -> Path | None:
     """The storage root when it is a DeerFlow data folder (JSON-file storage only)."""
-    from deermem_middleware.deerflow.layout import is_deerflow_folder
+    from deermem_middleware.formats.deerflow_layout import is_deerflow_folder
     from deermem_middleware.storage.json_file import JSONFileStorage
 
     storage = middleware.storage.innermost
@@ -56,12 +39,12 @@ def _deerflow_root(middleware: MemoryService) -> Path | None:
 def _deerflow_scope(root: Path, scope: MemoryScope) -> tuple[Memory, list[str]]:
     """What DeerFlow's files under ``root`` hold for ``scope`` (read-only), and those files."""
     from deermem_middleware.cli.common import _now
-    from deermem_middleware.cli.interchange import _combined
-    from deermem_middleware.deerflow.layout import read_folder
+    from deermem_middleware.formats.deerflow_layout import read_folder
+    from deermem_middleware.formats.importing import merge_pieces
 
     folder = read_folder(root, only=[(scope.user_id, scope.agent_name)], log=False)
     pieces = folder.for_scope(scope.user_id, scope.agent_name)
-    return _combined(pieces, _now()), [p.relative for p in pieces]
+    return merge_pieces(pieces, _now()), [p.relative for p in pieces]
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ read leniently one fact at a time, and capped as extracted memory is: more facts
 ``max_facts`` are trimmed when imported, and the receipt says how many, at what ``max_facts``,
 and lists the facts left out (the first :data:`MAX_REPAIR_LINES`; ``-v`` all of them).
 
-Reading, merging and capping are :mod:`~deermem_middleware.memory.importing` (the web console
+Reading, merging and capping are :mod:`~deermem_middleware.formats.importing` (the web console
 imports the same way); this module adds the files and the receipts. A whole folder (``import
 --deerflow DIR``) is :mod:`~deermem_middleware.cli.deerflow_import`, dispatched from
 :func:`_import`; it merges and reports with the same helpers, so both imports treat a fact the
@@ -18,28 +18,26 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from deermem_middleware.deerflow.layout import Piece
+    from deermem_middleware.formats.repair import RepairReport
     from deermem_middleware.memory.document import Fact, Memory
-    from deermem_middleware.memory.interchange import CapReport
-    from deermem_middleware.memory.repair import RepairReport
 
-from deermem_middleware.cli.common import UsageError, _dump, _now, _opened, _who
-from deermem_middleware.cli.inspect import _storage_guard
+from deermem_middleware.cli.common import UsageError, _dump, _now, _opened, _storage_guard, _who
+from deermem_middleware.cli.deerflow_import import _import_folder
+from deermem_middleware.cli.receipts import _capped_note, _print_lines
 
 __all__: list[str] = []  # private: the command is the interface
 
 
-MAX_REPAIR_LINES: Final = 20
 """Repairs listed one per line in a receipt; -v lists them all."""
 
 
 def _deerflow_document(memory: Memory) -> dict[str, Any]:
     """``memory`` in DeerFlow's v1.0 ``memory.json`` shape (see
-    :func:`~deermem_middleware.deerflow.formats.to_deerflow`)."""
-    from deermem_middleware.deerflow.formats import to_deerflow
+    :func:`~deermem_middleware.formats.deerflow.to_deerflow`)."""
+    from deermem_middleware.formats.deerflow import to_deerflow
 
     return to_deerflow(memory)
 
@@ -81,7 +79,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _export_v2(args: argparse.Namespace) -> int:
-    from deermem_middleware.deerflow.v2_writer import write_v2
+    from deermem_middleware.formats.deerflow_v2_writer import write_v2
 
     if args.output is None:
         raise UsageError("--layout v2 writes a folder: give it with --output DIR")
@@ -127,7 +125,7 @@ def _export_v2(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class _FileRead:
-    """A file as read (:class:`~deermem_middleware.memory.importing.DocumentRead`), with the
+    """A file as read (:class:`~deermem_middleware.formats.importing.DocumentRead`), with the
     notes about what lies beside it (a v2 manifest's Markdown facts)."""
 
     memory: Memory
@@ -139,7 +137,7 @@ class _FileRead:
 def _markdown_beside(path: Path, agent: str, now: str) -> tuple[list[Memory], list[str], int]:
     """For a v2 summary manifest: the Markdown facts of ``agent`` beside it, the lines of their
     repairs (plus a note naming the other agents with facts there), and how many were dropped."""
-    from deermem_middleware.deerflow.layout import markdown_beside
+    from deermem_middleware.formats.deerflow_layout import markdown_beside
 
     memories, reports, others = markdown_beside(path, agent, now=now)
     notes = [line for report in reports for line in report.lines()]
@@ -154,17 +152,17 @@ def _markdown_beside(path: Path, agent: str, now: str) -> tuple[list[Memory], li
 
 def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__") -> _FileRead:
     """Load a memory document file, leniently (see
-    :func:`~deermem_middleware.memory.importing.read_document_data`), with what only a file has:
+    :func:`~deermem_middleware.formats.importing.read_document_data`), with what only a file has:
     an older HEAD manifest's references to Markdown files beside it, and a v2 summary manifest's
     Markdown facts in the folder around it.
 
     Raises :class:`UsageError` naming the file and the field.
     """
-    from deermem_middleware.deerflow.formats import is_v2_manifest
-    from deermem_middleware.deerflow.layout import resolve_fact_references
+    from deermem_middleware.formats.deerflow import is_v2_manifest
+    from deermem_middleware.formats.deerflow_layout import resolve_fact_references
+    from deermem_middleware.formats.importing import ImportFormatError, read_document_data
+    from deermem_middleware.formats.repair import Repair, RepairReport
     from deermem_middleware.memory.document import DocumentFormatError, parse_document_json
-    from deermem_middleware.memory.importing import ImportFormatError, read_document_data
-    from deermem_middleware.memory.repair import Repair, RepairReport
 
     try:
         raw = path.read_bytes()
@@ -209,29 +207,10 @@ def _read_memory_file(path: Path, fmt: str = "auto", agent: str = "__default__")
     return _FileRead(memory, detected, report, notes)
 
 
-# -- merging ---------------------------------------------------------------------------------
-
-
-def _combined(pieces: Sequence[Piece], now: str) -> Memory:
-    """The pieces of one scope as one document, merged in order (for ``show``)."""
-    from deermem_middleware.memory.document import Memory
-    from deermem_middleware.memory.importing import merge_memory
-
-    memory = Memory()
-    for piece in pieces:
-        memory, _ = merge_memory(memory, piece.memory, now)
-    return memory
-
-
-# -- import ----------------------------------------------------------------------------------
-
-
 def _import(args: argparse.Namespace) -> int:
     if args.deerflow is not None:
         if args.file is not None:
             raise UsageError("give either FILE or --deerflow DIR, not both")
-        from deermem_middleware.cli.deerflow_import import _import_folder  # it imports this module
-
         return _import_folder(args)
     if args.file is None:
         raise UsageError("give the FILE to import, or --deerflow DIR for a DeerFlow data folder")
@@ -239,7 +218,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_file(args: argparse.Namespace) -> int:
-    from deermem_middleware.memory.importing import ImportChange, log_import_cuts
+    from deermem_middleware.formats.importing import ImportChange, log_import_cuts
 
     path = Path(args.file)
     if path.is_dir():
@@ -279,7 +258,7 @@ def _import_file(args: argparse.Namespace) -> int:
 
 
 def _looks_deerflow(path: Path) -> bool:
-    from deermem_middleware.deerflow.layout import is_deerflow_folder
+    from deermem_middleware.formats.deerflow_layout import is_deerflow_folder
 
     return is_deerflow_folder(path)
 
@@ -293,20 +272,7 @@ def _repaired_note(report: RepairReport) -> str:
     return f"; {', '.join(parts)} on the way in (listed below)" if parts else ""
 
 
-def _print_lines(lines: Sequence[str], verbose: int, indent: str = "  ") -> None:
-    shown = lines if verbose else lines[:MAX_REPAIR_LINES]
-    for line in shown:
-        print(f"{indent}{line}")
-    if len(lines) > len(shown):
-        print(f"{indent}... and {len(lines) - len(shown)} more (-v lists them all)")
-
-
 def _left_out_lines(facts: Sequence[Fact]) -> list[str]:
     """One line per fact an import did not keep over ``max_facts`` (imported, or stored before
     a merge): its id and text."""
     return [f"not kept over max_facts: {f.id}: {f.content}" for f in facts]
-
-
-def _capped_note(capped: CapReport) -> str:
-    notes = capped.notes()
-    return f"; capped as extracted memory is: {'; '.join(notes)}" if notes else ""

@@ -11,7 +11,7 @@ DeerFlow's real ``config.yaml`` loads unchanged: DeerFlow's own memory keys that
 here (``manager_class``, ``mode``, ``eviction_*``, ``staleness_*``, ... — see
 :mod:`deermem_middleware.config.deerflow_compat`) are accepted and listed in one INFO log; a
 null value for a key that cannot be null (``temperature:`` left empty) counts as not set; and
-``storage_path`` keeps DeerFlow's meanings (:mod:`deermem_middleware.deerflow.paths`).
+``storage_path`` keeps DeerFlow's meanings (:mod:`deermem_middleware.formats.deerflow_paths`).
 
 Every other mistake is reported with the file, the line and the key: unknown keys (a typo must
 not be silently ignored), wrong types, and ``$VAR``/``${VAR}`` references to unset environment
@@ -44,6 +44,7 @@ from deermem_middleware.config.models import (
     ModelConfig,
     StorageConfig,
 )
+from deermem_middleware.config.yaml_loader import register_yaml_loader
 from deermem_middleware.config.yaml_source import (
     Key,
     YamlDoc,
@@ -52,7 +53,7 @@ from deermem_middleware.config.yaml_source import (
     read_yaml,
     resolve_env,
 )
-from deermem_middleware.deerflow import paths as deerflow_paths
+from deermem_middleware.formats import deerflow_paths
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -446,3 +447,6 @@ def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> Memo
                     message += f", got {error['input']!r}"
             problems.append(f"{where}: {message}")
         raise ConfigError("invalid memory config:\n  " + "\n  ".join(problems)) from None
+
+
+register_yaml_loader(load_memory_config)

@@ -22,6 +22,9 @@ from pydantic import (
     model_validator,
 )
 
+from deermem_middleware.config.patterns import compile_pattern
+from deermem_middleware.config.yaml_loader import yaml_loader
+
 __all__ = [
     "AGENT_NAME_PATTERN",
     "CLASS_PATH_PATTERN",
@@ -193,8 +196,6 @@ class RecallRuleConfig(BaseModel):
 
     @model_validator(mode="after")
     def _compiles(self) -> RecallRuleConfig:
-        from deermem_middleware.retrieval.rules import compile_pattern
-
         compile_pattern(self.match, "match")
         if self.topics is not None:
             compile_pattern(self.topics, "topics")
@@ -252,7 +253,7 @@ class MemoryConfig(BaseModel):
     deerflow_memory_folder: str | None = None
     """DeerFlow's memory root (its data folder), whose memory of a user and agent is carried
     over the first time we hold no document for them (see
-    :mod:`deermem_middleware.deerflow.carry_over`). Set from ``storage_path`` when the config is
+    :mod:`deermem_middleware.storage.carry_over`). Set from ``storage_path`` when the config is
     DeerFlow's (its ``config.yaml`` or its ``backend_config``); None: no DeerFlow folder."""
     carry_over_deerflow_memory: bool = True
     """Carry DeerFlow's memory over from ``deerflow_memory_folder`` (false: start empty;
@@ -280,7 +281,7 @@ class MemoryConfig(BaseModel):
     fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
     grounding: Literal["drop", "infer", "off"] = "drop"
     """What becomes of an extracted fact the user's own turns do not support (see
-    :mod:`deermem_middleware.memory.grounding`): ``drop`` it (default), keep it as
+    :mod:`deermem_middleware.memory.gates.grounding`): ``drop`` it (default), keep it as
     ``sourceKind: inferred`` with its confidence capped at ``inferred_confidence_cap``
     (``infer``), or do not check (``off``). Facts people add (CLI, console, import) are never
     checked."""
@@ -294,7 +295,7 @@ class MemoryConfig(BaseModel):
     """Reject facts not worth remembering — transient tasks ("asked to translate this
     paragraph"), small talk, one-off instructions — and store what the user explicitly asked to
     remember ("remember that …", "记住…") as stated (see
-    :mod:`deermem_middleware.memory.value_gate`)."""
+    :mod:`deermem_middleware.memory.gates.value`)."""
     max_injection_tokens: int = Field(default=2000, ge=0)
     top_k: int = Field(default=15, ge=0, le=1000)
     selection: Literal["deermem", "seed"] = "deermem"
@@ -458,6 +459,4 @@ class MemoryConfig(BaseModel):
     ) -> MemoryConfig:
         """Load the ``memory:`` block of a DeerFlow-style YAML file (see
         :func:`deermem_middleware.config.loading.load_memory_config`)."""
-        from deermem_middleware.config.loading import load_memory_config
-
-        return load_memory_config(path, agent_name=agent_name, user_id=user_id)
+        return yaml_loader()(path, agent_name=agent_name, user_id=user_id)

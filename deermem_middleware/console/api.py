@@ -466,7 +466,7 @@ def console_router(console: Console) -> APIRouter:
         scope = console.scope(who, user, agent)
         doc, _ = stored(scope)
         if format == "deerflow":
-            from deermem_middleware.deerflow.formats import to_deerflow
+            from deermem_middleware.formats.deerflow import to_deerflow
 
             return to_deerflow(doc)
         return doc.to_json_dict()
@@ -475,7 +475,7 @@ def console_router(console: Console) -> APIRouter:
     def import_(who: Who, body: ImportRequest) -> dict[str, Any]:
         scope = console.scope(who, body.user, body.agent)
         console.editor(who)
-        from deermem_middleware.memory.importing import (
+        from deermem_middleware.formats.importing import (
             ImportChange,
             ImportFormatError,
             log_import_cuts,

@@ -52,7 +52,8 @@ def memory_config_from_backend_config(backend_config: Mapping[str, Any] | None) 
     (:func:`~deermem_middleware.config.memory_config_from_mapping`, DeerFlow's rules).
 
     - ``storage_path`` (what DeerFlow's factory injects: by default DeerFlow's whole data folder)
-      is read by DeerFlow's rules (:func:`deermem_middleware.deerflow.paths.storage_root`), and
+      is read by DeerFlow's rules
+      (:func:`deermem_middleware.formats.deerflow_paths.storage_root`), and
       our files go to its subfolder ``deermem_middleware`` — the one the config loader uses for
       DeerFlow's ``config.yaml`` too, so the ``deermem`` command sees the same documents — never
       beside DeerFlow's own ``users/<uid>/`` files (its memory, its users' custom agents).

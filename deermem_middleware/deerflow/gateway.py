@@ -11,12 +11,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from deermem_middleware.deerflow.formats import deerflow_source, from_deerflow, to_deerflow
+from deermem_middleware.formats.deerflow import deerflow_source, from_deerflow, to_deerflow
+from deermem_middleware.formats.importing import log_import_cuts
+from deermem_middleware.formats.interchange import cap_document
 from deermem_middleware.injection.render import MEMORY_CLOSE, MEMORY_OPEN
 from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
-from deermem_middleware.memory.importing import log_import_cuts
-from deermem_middleware.memory.interchange import cap_document
 from deermem_middleware.retrieval.selector import ScoredFact
 from deermem_middleware.storage.base import MemoryScope
 
@@ -101,7 +101,7 @@ def imported(
 ) -> Memory:
     """A DeerFlow document for ``scope`` read leniently, fact by fact, and capped like
     extracted memory, as every import is (what was repaired or cut is logged as WARNINGs,
-    :func:`~deermem_middleware.memory.importing.log_import_cuts`; facts over ``max_facts`` are
+    :func:`~deermem_middleware.formats.importing.log_import_cuts`; facts over ``max_facts`` are
     left out and counted as trimmed); to replace a document with, keeping its threads' progress
     (:func:`replacing`)."""
     incoming, report = from_deerflow(memory_data, where="imported memory", now=now)

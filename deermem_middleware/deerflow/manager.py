@@ -12,7 +12,7 @@ abstract ``add``/``get_context`` and ``from_config``); its factory resolves
 The manager is a thin adapter: every call becomes a call of the process's
 :class:`~deermem_middleware.runtime.service.MemoryService` (one engine per configuration, shared
 by every manager built with it), and what goes back to DeerFlow's gateway is DeerFlow's v1.0
-document shape (:func:`~deermem_middleware.deerflow.formats.to_deerflow`).
+document shape (:func:`~deermem_middleware.formats.deerflow.to_deerflow`).
 
 Identity: ``user_id`` None (or blank) is our ``"default"`` user; ``agent_name`` None is the
 engine's agent (``backend_config["agent_name"]``, else ``__default__``) — DeerFlow's "global"

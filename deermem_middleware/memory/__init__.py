@@ -4,11 +4,11 @@
 - ``conversation``: which turns of a conversation memory may see;
 - ``sections``: the six summary fields, applied from an update;
 - ``facts``: add, reinforce, supersede, remove, expire, trim;
+- ``similarity``: when two fact texts are the same fact, and when they contradict;
 - ``decay``: how facts age (rank, never membership);
 - ``time``: dates of events, relative dates, what questions say about time;
 - ``apply``: one whole update applied to a document (the one entry point);
-- ``interchange``: documents that come from outside, held to the same caps;
-- ``repair``: lenient reading of DeerFlow's and older documents, fact by fact;
-- ``importing``: a document from outside read, merged or replaced (``deermem import``, the console);
+- ``values``: field limits and the lenient coercions every writer applies;
+- ``gates``: the write gates between extraction and storage (value, grounding), one entry point;
 - ``manual``: the edits a person makes (add, edit, remove a fact), protected from extraction.
 """

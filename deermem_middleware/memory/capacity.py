@@ -3,7 +3,7 @@
 Over ``max_facts`` the facts of least value go
 (:func:`~deermem_middleware.memory.facts.trim_facts`), in a conversation's update
 (:func:`~deermem_middleware.memory.apply.apply_update`) and in an import, which is trimmed when
-it is imported (:func:`~deermem_middleware.memory.interchange.cap_document`) so the next
+it is imported (:func:`~deermem_middleware.formats.interchange.cap_document`) so the next
 conversation never silently deletes what the import had just added. Either way:
 
 - the facts are **deleted, not archived**. An archived fact stays in the document and counts

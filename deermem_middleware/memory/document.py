@@ -15,10 +15,7 @@ a hand-edited or hostile file never fails later on an out-of-range number.
 from __future__ import annotations
 
 import json
-import math
-import re
 import secrets
-import unicodedata
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
@@ -33,16 +30,28 @@ from pydantic import (
 )
 
 from deermem_middleware.memory.sections import HISTORY_FIELDS, SECTION_FIELDS, USER_FIELDS
+from deermem_middleware.memory.values import (
+    COUNT,
+    MAX_COUNT,
+    MAX_ENTITIES,
+    MAX_ENTITY_CHARS,
+    MAX_SEEN_TURNS,
+    coerce_confidence,
+    entity_list,
+    is_invisible,
+)
 
 __all__ = [
     "FACT_CATEGORIES",
     "HISTORY_FIELDS",
+    "MAX_COUNT",
     "MAX_DATE_CHARS",
     "MAX_ENTITIES",
     "MAX_ENTITY_CHARS",
     "MAX_FACTS_PER_UPDATE",
     "MAX_FACT_CHARS",
     "MAX_REMOVALS_PER_UPDATE",
+    "MAX_SEEN_TURNS",
     "MAX_SUMMARY_CHARS",
     "MAX_SUPERSEDES_PER_FACT",
     "SECTION_FIELDS",
@@ -132,140 +141,9 @@ def new_fact_id() -> str:
     return "fact_" + secrets.token_hex(10)
 
 
-_PERCENT_WORDS: Final = {
-    "very high": 0.95,
-    "high": 0.9,
-    "medium": 0.7,
-    "moderate": 0.7,
-    "low": 0.4,
-    "very low": 0.2,
-}
-
-
-def coerce_confidence(value: Any) -> float:
-    """Turn whatever an LLM or an old file wrote into a confidence in [0, 1].
-
-    - numbers in [0, 1] pass through;
-    - numbers in (1, 100] are read as percentages (``95`` -> ``0.95``);
-    - larger numbers clamp to 1, negative numbers to 0;
-    - numeric strings are parsed, and the words high/medium/low are mapped;
-    - booleans, NaN, infinities and anything else raise ``ValueError`` (the item is rejected,
-      not guessed).
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"confidence must be a number, got boolean {value!r}")
-    if isinstance(value, str):
-        text = value.strip().lower().rstrip("%")
-        if text in _PERCENT_WORDS:
-            return _PERCENT_WORDS[text]
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"confidence must be a number, got {value!r}") from None
-        if value.strip().endswith("%"):
-            if math.isnan(number) or math.isinf(number):
-                raise ValueError(f"confidence must be finite, got {value!r}")
-            return min(1.0, max(0.0, number / 100.0))  # an explicit percentage, clamped once
-    elif isinstance(value, int) and abs(value) > 100:
-        return 0.0 if value < 0 else 1.0  # clamped before float(): 10**400 overflows a float
-    elif isinstance(value, int | float):
-        number = float(value)
-    else:
-        raise ValueError(f"confidence must be a number, got {type(value).__name__}")
-    if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"confidence must be finite, got {value!r}")
-    if number > 1.0:
-        number = number / 100.0 if number <= 100.0 else 1.0
-    return min(1.0, max(0.0, number))
-
-
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def is_invisible(text: str) -> bool:
-    """True when nothing in ``text`` would show: whitespace, control and format characters only
-    (zero-width spaces and joiners, direction marks). Such a fact or summary is blank."""
-    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
-
-
-def _clean_text(value: Any) -> Any:
-    """Replace lone surrogates (JSON ``"\\ud800"`` decodes to one) with U+FFFD: they cannot be
-    encoded as UTF-8, so one of them would make saving the whole update fail."""
-    if isinstance(value, str) and _LONE_SURROGATE.search(value):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    return value
-
-
-def _truncate(limit: int) -> BeforeValidator:
-    """Cut over-long strings instead of rejecting them (keeps the useful head).
-
-    A head with nothing visible becomes "" rather than a lone "…", so ten thousand spaces or
-    zero-width characters are treated as blank, not stored as a fact.
-    """
-
-    def cut(value: Any) -> Any:
-        if isinstance(value, str) and len(value) > limit:
-            head = value[: limit - 1].rstrip()
-            return "" if is_invisible(head) else head + "…"
-        return value
-
-    return BeforeValidator(cut)
-
-
-def _cap_list(limit: int) -> BeforeValidator:
-    def cap(value: Any) -> Any:
-        if isinstance(value, list | tuple) and len(value) > limit:
-            return list(value)[:limit]
-        return value
-
-    return BeforeValidator(cap)
-
-
 # --------------------------------------------------------------------------------------------
 # The stored document
 # --------------------------------------------------------------------------------------------
-
-MAX_SEEN_TURNS: Final = 512
-"""Turn fingerprints a thread-less conversation key remembers (oldest forgotten first: a turn
-that old, sent again, is only extracted again, which reinforces what it said)."""
-MAX_COUNT: Final = 10**9
-"""Counters (confirmations, injections, watermark positions) are clamped to [0, 10**9]: a
-hand-edited or hostile document with a 4,000-digit count would otherwise load, then fail every
-later ``str()`` or save on Python's int-string limit."""
-
-
-def _clamp_count(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return min(max(value, 0), MAX_COUNT)
-    return value
-
-
-_COUNT = BeforeValidator(_clamp_count)
-
-MAX_ENTITIES: Final = 12
-MAX_ENTITY_CHARS: Final = 60
-
-
-def _entity_list(value: Any) -> Any:
-    """Entities as a model or a hand-edited file wrote them, made usable, never a reason to
-    reject the fact: one string becomes a list, non-strings and blanks are dropped, each is
-    case-folded and cut to :data:`MAX_ENTITY_CHARS`, duplicates collapse, the list is capped at
-    :data:`MAX_ENTITIES`."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple):
-        return ()
-    names: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            continue
-        name = " ".join(_clean_text(item).split()).casefold()[:MAX_ENTITY_CHARS].strip()
-        if name and not is_invisible(name) and name not in names:
-            names.append(name)
-    return tuple(names[:MAX_ENTITIES])
-
 
 _STORED = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
@@ -336,11 +214,11 @@ class Fact(BaseModel):
     """Whether the user said it (``stated``) or the model inferred it."""
     lastConfirmedAt: str | None = None
     """When a later conversation last confirmed (reinforced) it; decay counts from here."""
-    confirmations: Annotated[int, _COUNT] = 0
+    confirmations: Annotated[int, COUNT] = 0
     """How many times a later conversation confirmed it."""
     lastInjectedAt: str | None = None
-    injections: Annotated[int, _COUNT] = 0
-    used: Annotated[int, _COUNT] = 0
+    injections: Annotated[int, COUNT] = 0
+    used: Annotated[int, COUNT] = 0
     """How many of the turns it was injected for had an answer that used it (estimated by
     overlap: :mod:`deermem_middleware.memory.usage`); ``used / injections`` is its hit rate."""
     status: Literal["active", "superseded", "archived"] = "active"
@@ -357,7 +235,7 @@ class Fact(BaseModel):
     validUntil: str | None = None
     """The last day a transient fact holds ("is in Berlin this week"): after it the fact expires
     (archived, not deleted). None: the fact holds until something replaces it."""
-    entities: Annotated[tuple[str, ...], BeforeValidator(_entity_list)] = ()
+    entities: Annotated[tuple[str, ...], BeforeValidator(entity_list)] = ()
     """The people, products and places the fact names, as the extraction model listed them
     (the entity route also finds them in the text by rule: see
     :mod:`deermem_middleware.retrieval.entities`)."""
@@ -394,9 +272,9 @@ class Watermark(BaseModel):
     model_config = _STORED
 
     turn: str
-    count: Annotated[int, _COUNT] = 0
+    count: Annotated[int, COUNT] = 0
     updatedAt: str = ""
-    position: Annotated[int | None, _COUNT] = None
+    position: Annotated[int | None, COUNT] = None
     """How many turns the capture had up to ``turn``: where a conversation resent whole still
     holds ``turn`` (and, for a watermark without ``seen``, the length below which a capture
     without ``turn`` is an older one)."""
@@ -429,18 +307,18 @@ class TrimCount(BaseModel):
 
     model_config = _STORED
 
-    count: Annotated[int, _COUNT] = 0
+    count: Annotated[int, COUNT] = 0
     """Facts deleted by capacity, in all."""
     lastAt: str = ""
     """When the last of them were deleted (an update or an import)."""
-    lastCount: Annotated[int, _COUNT] = 0
+    lastCount: Annotated[int, COUNT] = 0
     """How many that last time."""
 
 
 class CarriedOver(BaseModel):
     """That a host's own memory of this scope was carried over into this document, once — so it
     is never carried over again, also after the document was cleared or its user erased (see
-    :mod:`deermem_middleware.deerflow.carry_over`)."""
+    :mod:`deermem_middleware.storage.carry_over`)."""
 
     model_config = _STORED
 
@@ -448,7 +326,7 @@ class CarriedOver(BaseModel):
     """Whose memory: ``deerflow`` (its data folder)."""
     at: str = ""
     """When it was carried over (or, with ``erased``, when the user was erased instead)."""
-    facts: Annotated[int, _COUNT] = 0
+    facts: Annotated[int, COUNT] = 0
     """Facts found there."""
     files: tuple[str, ...] = ()
     """The files and fact folders read, relative to the host's data folder."""

@@ -9,7 +9,7 @@ fact's id are passed in.
 A fact added or edited by hand is ``manual``: extraction never changes or removes it. One added by
 hand has no ``source`` thread: it is stored without the key (never ``null``: DeerFlow types
 ``source`` as a string, and its v2.0.0 API rejects a ``null``), and DeerFlow's formats write
-``"manual"`` for it (:func:`deermem_middleware.deerflow.formats.deerflow_fact`).
+``"manual"`` for it (:func:`deermem_middleware.formats.deerflow.deerflow_fact`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from deermem_middleware.memory.document import MAX_FACT_CHARS, Fact, Memory, is_invisible
 from deermem_middleware.memory.facts import normalize_fact_text
-from deermem_middleware.memory.interchange import MAX_CATEGORY_CHARS, cap_text
+from deermem_middleware.memory.values import MAX_CATEGORY_CHARS, cap_text
 
 __all__ = [
     "DEFAULT_CATEGORY",

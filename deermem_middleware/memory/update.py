@@ -30,14 +30,11 @@ from deermem_middleware.memory.document import (
     USER_FIELDS,
     FactCategory,
     SourceKind,
-    _cap_list,
-    _clean_text,
-    _entity_list,
-    _truncate,
     coerce_confidence,
     is_invisible,
 )
 from deermem_middleware.memory.time import normalize_event_date
+from deermem_middleware.memory.values import cap_list, clean_text, entity_list, truncating
 
 __all__ = [
     "MAX_DATE_CHARS",
@@ -90,8 +87,8 @@ class SectionUpdate(BaseModel):
     shouldUpdate: bool = False
     summary: Annotated[
         str,
-        _truncate(MAX_SUMMARY_CHARS),
-        BeforeValidator(_clean_text),
+        truncating(MAX_SUMMARY_CHARS),
+        BeforeValidator(clean_text),
         Field(max_length=MAX_SUMMARY_CHARS),
     ] = ""
 
@@ -167,8 +164,8 @@ class NewFact(BaseModel):
 
     content: Annotated[
         str,
-        _truncate(MAX_FACT_CHARS),
-        BeforeValidator(_clean_text),
+        truncating(MAX_FACT_CHARS),
+        BeforeValidator(clean_text),
         Field(min_length=1, max_length=MAX_FACT_CHARS),
     ]
     category: Annotated[FactCategory, BeforeValidator(_category)] = "context"
@@ -183,7 +180,7 @@ class NewFact(BaseModel):
     """When the event happened, as a (partial) ISO date; unreadable dates become None."""
     validUntil: Annotated[str | None, BeforeValidator(_event_date)] = None
     """Last day a transient fact holds; unreadable dates become None."""
-    entities: Annotated[tuple[str, ...], BeforeValidator(_entity_list)] = ()
+    entities: Annotated[tuple[str, ...], BeforeValidator(entity_list)] = ()
     """The people, products and places the fact names (optional; odd items are dropped, never
     the fact)."""
 
@@ -232,10 +229,10 @@ class MemoryUpdate(BaseModel):
     user: UserUpdate = Field(default_factory=UserUpdate)
     history: HistoryUpdate = Field(default_factory=HistoryUpdate)
     newFacts: Annotated[
-        list[NewFact], _cap_list(MAX_FACTS_PER_UPDATE), Field(max_length=MAX_FACTS_PER_UPDATE)
+        list[NewFact], cap_list(MAX_FACTS_PER_UPDATE), Field(max_length=MAX_FACTS_PER_UPDATE)
     ] = Field(default_factory=list)
     factsToRemove: Annotated[
-        list[FactId], _cap_list(MAX_REMOVALS_PER_UPDATE), Field(max_length=MAX_REMOVALS_PER_UPDATE)
+        list[FactId], cap_list(MAX_REMOVALS_PER_UPDATE), Field(max_length=MAX_REMOVALS_PER_UPDATE)
     ] = Field(default_factory=list)
 
     def section(self, name: str) -> SectionUpdate:

@@ -31,27 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deermem_middleware.config.patterns import compile_pattern
+
 __all__ = ["RecallRule", "compile_pattern", "rule_hits"]
-
-
-def compile_pattern(value: str | Sequence[str], where: str) -> re.Pattern[str]:
-    """A case-insensitive pattern from a regex or a list of keywords (matched literally).
-
-    Raises ``ValueError`` naming ``where`` for an empty or invalid pattern.
-    """
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise ValueError(f"{where}: an empty pattern would match every message")
-    else:
-        words = [w.strip() for w in value if isinstance(w, str) and w.strip()]
-        if not words:
-            raise ValueError(f"{where}: give at least one keyword")
-        text = "|".join(re.escape(w) for w in words)
-    try:
-        return re.compile(text, re.IGNORECASE)
-    except re.error as exc:
-        raise ValueError(f"{where}: invalid regular expression {text!r}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

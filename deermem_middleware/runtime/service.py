@@ -32,7 +32,6 @@ from langchain_core.messages import BaseMessage
 from deermem_middleware.config import MemoryConfig
 from deermem_middleware.extraction.extractor import MemoryExtractor
 from deermem_middleware.extraction.models import build_chat_model, resolve_model
-from deermem_middleware.injection.ledger import InjectionLedger, InjectionRecord
 from deermem_middleware.injection.recall import Recall
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.conversation import filter_messages, has_enough_for_update
@@ -48,6 +47,7 @@ from deermem_middleware.retrieval.selector import (
 from deermem_middleware.runtime.handoff import Timing
 from deermem_middleware.runtime.hotpath import StorageGuard, StorageUnavailable
 from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
+from deermem_middleware.runtime.ledger import InjectionLedger, InjectionRecord
 from deermem_middleware.runtime.registry import ENGINES, engine_key
 from deermem_middleware.runtime.replicas import ReplicaCoordinator
 from deermem_middleware.runtime.retry import CircuitBreaker, retry_for_failure
@@ -114,7 +114,7 @@ class MemoryService:
             self.storage = wrap_storage(storage)
             self._owned_storage = False
         if config.deerflow_memory_folder and config.carry_over_deerflow_memory:
-            from deermem_middleware.deerflow.carry_over import CarryOverStorage
+            from deermem_middleware.storage.carry_over import CarryOverStorage
 
             self.storage = CarryOverStorage(
                 self.storage, config.deerflow_memory_folder, max_facts=config.max_facts

@@ -31,7 +31,7 @@ from deermem_middleware.memory.conversation import (
 )
 from deermem_middleware.memory.document import MAX_SEEN_TURNS, Memory, Watermark, new_fact_id
 from deermem_middleware.memory.gates import GateReport, gate_update
-from deermem_middleware.memory.grounding import Embedder
+from deermem_middleware.memory.gates.grounding import Embedder
 from deermem_middleware.memory.time import parse_timestamp
 from deermem_middleware.memory.update import MemoryUpdate
 from deermem_middleware.memory.watermark import (

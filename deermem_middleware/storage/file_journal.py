@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deermem_middleware.storage.base import MemoryScope
 from deermem_middleware.storage.journal import PendingJournal, new_version
-from deermem_middleware.storage.json_file import file_name
+from deermem_middleware.storage.names import file_name
 from deermem_middleware.storage.pending import EntryHead, JournalEntry, captured, pid_alive
+from deermem_middleware.storage.scope import MemoryScope
 
 __all__ = ["FileJournal"]
 

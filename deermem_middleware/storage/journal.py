@@ -28,10 +28,8 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 from deermem_middleware.memory.conversation import Turn
-from deermem_middleware.storage.base import MemoryScope, StorageError
 from deermem_middleware.storage.pending import (
     JournalEntry,
     Owner,
@@ -39,12 +37,9 @@ from deermem_middleware.storage.pending import (
     job_token,
     process_owner,
 )
-
-if TYPE_CHECKING:
-    from deermem_middleware.storage.file_journal import FileJournal
+from deermem_middleware.storage.scope import MemoryScope, StorageError
 
 __all__ = [
-    "FileJournal",
     "InMemoryJournal",
     "JournalConflict",
     "JournalEntry",
@@ -253,12 +248,3 @@ class InMemoryJournal(PendingJournal):
             for key in keys:
                 del self._entries[key]
             return len(keys)
-
-
-def __getattr__(name: str) -> Any:
-    """``FileJournal`` still imports from here (it moved to :mod:`.file_journal`)."""
-    if name == "FileJournal":
-        from deermem_middleware.storage.file_journal import FileJournal
-
-        return FileJournal
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

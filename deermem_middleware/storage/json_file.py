@@ -15,7 +15,7 @@ Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size); docum
 models, so the cached object is shared safely.
 
 A document whose facts do not all validate is read one fact at a time (see
-:func:`~deermem_middleware.memory.interchange.repair_document`): what DeerFlow's loaders accept
+:func:`~deermem_middleware.formats.interchange.repair_document`): what DeerFlow's loaders accept
 is repaired, a fact that cannot be read is kept aside inside the document, and a WARNING names the
 file and each fact. A file that fails to parse at all is never overwritten. By default
 (``on_corruption="quarantine"``) it is renamed aside to ``<name>.corrupted-<UTC time>`` in the same
@@ -27,7 +27,6 @@ user starts from an empty memory instead of losing every future update. With
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -38,7 +37,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -52,9 +51,9 @@ from deermem_middleware.storage.base import (
     RevisionConflict,
     StoredMemory,
 )
-
-if TYPE_CHECKING:
-    from deermem_middleware.storage.journal import PendingJournal
+from deermem_middleware.storage.file_journal import FileJournal
+from deermem_middleware.storage.journal import PendingJournal
+from deermem_middleware.storage.names import decode_name, encode_name, file_name
 
 try:  # POSIX only; elsewhere the in-process lock still applies
     import fcntl
@@ -68,8 +67,6 @@ logger = logging.getLogger(__name__)
 REVISION_KEY = "revision"
 SCOPE_KEY = "scope"
 """Whose document this is, stored in the file so hashed (very long) names stay listable."""
-_SAFE = re.compile(r"[A-Za-z0-9_\-.]")
-_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 _QUARANTINED = re.compile(r"\.corrupted-\d{8}T\d{12}Z")
@@ -89,54 +86,6 @@ def is_file_of(name: str, document: str) -> bool:
     if name.startswith(f".{document}."):
         return _TEMP.fullmatch(name[len(document) + 1 :]) is not None
     return False
-
-
-def encode_name(name: str) -> str:
-    """A file-name-safe, reversible encoding of an id (``..`` and ``/`` cannot escape)."""
-    out: list[str] = []
-    for index, char in enumerate(name):
-        if _SAFE.fullmatch(char) and not (index == 0 and char == "."):
-            out.append(char)
-        else:
-            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    return "".join(out)
-
-
-MAX_NAME_BYTES = 150
-"""Longest encoded id used as is; file systems cap a name at 255 bytes and we add suffixes."""
-
-
-def file_name(name: str) -> str:
-    """The file/folder name of an id: :func:`encode_name`, or for very long ids a readable
-    prefix plus a hash (``~`` marks it; the document itself records the full id)."""
-    return shortened(encode_name(name), name, MAX_NAME_BYTES)
-
-
-def shortened(encoded: str, name: str, limit: int) -> str:
-    """``encoded`` (an encoding of ``name``) if it has at most ``limit`` characters, else its
-    first 100 characters (never splitting a ``%XX`` escape) plus ``~`` and a hash of ``name``."""
-    if len(encoded) <= limit:
-        return encoded
-    prefix = encoded[:100]
-    cut = prefix.rfind("%", len(prefix) - 2)  # never split a %XX escape
-    if cut >= 0:
-        prefix = prefix[:cut]
-    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=12).hexdigest()
-    return f"{prefix}~{digest}"
-
-
-def decode_name(encoded: str) -> str:
-    raw = bytearray()
-    index = 0
-    while index < len(encoded):
-        pair = encoded[index + 1 : index + 3]
-        if encoded[index] == "%" and len(pair) == 2 and all(c in _HEX for c in pair):
-            raw.append(int(pair, 16))
-            index += 3
-        else:
-            raw.extend(encoded[index].encode("utf-8"))
-            index += 1
-    return raw.decode("utf-8", errors="replace")
 
 
 def _file_key(stat: os.stat_result) -> tuple[int, int, int, int]:
@@ -265,7 +214,7 @@ class JSONFileStorage(MemoryStorage):
         would accept (no id, a ``null`` confidence, facts as an id map) is repaired, one that
         cannot be read is set aside under ``droppedFacts`` in the document (kept on the next
         save: nothing stored is lost); a WARNING names the file and each fact."""
-        from deermem_middleware.memory.repair import repair_document
+        from deermem_middleware.formats.repair import repair_document
 
         try:
             memory, report = repair_document(data, where=str(path), keep_dropped=True)
@@ -326,8 +275,6 @@ class JSONFileStorage(MemoryStorage):
     def journal(self, *, fsync: bool = False) -> PendingJournal:
         """One file per pending thread under :attr:`pending_root` (see
         :mod:`deermem_middleware.storage.journal`)."""
-        from deermem_middleware.storage.file_journal import FileJournal
-
         return FileJournal(self.pending_root, fsync=fsync)
 
     def _store_locked(self, scope: MemoryScope, path: Path, memory: Memory, revision: int) -> int:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from deermem_middleware.memory.conversation import Turn
-from deermem_middleware.storage.base import MemoryScope
+from deermem_middleware.storage.scope import MemoryScope
 
 __all__ = [
     "LEGACY_ORPHAN_SECONDS",

@@ -24,7 +24,6 @@ Layout (namespace labels percent-encode ``.``, which the store reserves):
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -42,60 +41,25 @@ from deermem_middleware.storage.base import (
     StoredMemory,
 )
 from deermem_middleware.storage.journal import PendingJournal
-from deermem_middleware.storage.json_file import decode_name, encode_name, shortened
 from deermem_middleware.storage.migrations import serialised_setup
+from deermem_middleware.storage.names import HASHED_LABEL, MAX_LABEL_CHARS, label, under, unlabel
+from deermem_middleware.storage.store_journal import StoreJournal
 from deermem_middleware.storage.store_writers import Consistency, writer_for
 
-__all__ = ["Consistency", "StoreStorage"]
-
-
-def __getattr__(name: str) -> Any:
-    """``StoreJournal`` still imports from here (it moved to :mod:`.store_journal`)."""
-    if name == "StoreJournal":
-        from deermem_middleware.storage.store_journal import StoreJournal
-
-        return StoreJournal
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = [
+    "HASHED_LABEL",
+    "MAX_LABEL_CHARS",
+    "Consistency",
+    "StoreStorage",
+    "label",
+    "under",
+    "unlabel",
+]
 
 
 logger = logging.getLogger(__name__)
 
 DOCUMENT_KEY = "document"
-
-
-MAX_LABEL_CHARS = 150
-"""Longer labels become a readable prefix plus a hash. PostgreSQL indexes the namespace path in
-a B-tree whose rows are limited to a few kB: a 10 kB user id could never be saved (``index row
-requires 10056 bytes``), and every retry called the extraction model again. Four labels of at
-most 150 characters keep the path far below the limit; the document records the full ids."""
-
-
-def label(name: str) -> str:
-    """A namespace label for an id: percent-encoded, dots included (the store's separator); a
-    very long one is cut to a prefix plus a hash of the whole id (``~`` marks it), as the file
-    backend names its files."""
-    return shortened(encode_name(name).replace(".", "%2E") or "%00", name, MAX_LABEL_CHARS)
-
-
-def unlabel(text: str) -> str | None:
-    """The id a label stands for, or None for a hashed one (read the id from the value)."""
-    if HASHED_LABEL.search(text):
-        return None
-    return decode_name(text)
-
-
-HASHED_LABEL = re.compile(r"~[0-9a-f]{24}$")
-
-
-def under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
-    """Whether ``namespace`` is ``prefix`` or below it, label by label and exactly.
-
-    Every prefix search's results go through this: the store's own prefix semantics are not
-    trusted. Before 3.1.1, langgraph-checkpoint-sqlite and -postgres matched prefixes with an
-    unescaped ``LIKE '<path>%'`` (case-insensitive on SQLite), so a search under user ``bob``
-    also returned ``bobby``'s and ``Bob``'s keys, and ``user_1``'s returned ``userX1``'s — a
-    purge that deleted what the search returned deleted other users' memory."""
-    return tuple(namespace[: len(prefix)]) == tuple(prefix)
 
 
 def _aside_key() -> str:
@@ -121,8 +85,6 @@ class StoreStorage(MemoryStorage):
         self.prefix = label(prefix)
         self.consistency: Consistency = consistency
         self._writer = writer_for(store, consistency)
-        from deermem_middleware.storage.store_journal import StoreJournal
-
         self._journal = StoreJournal(self)
         self._closers: list[Any] = []
         # documents are frozen: the same object is handed out until the revision changes, so

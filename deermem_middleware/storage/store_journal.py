@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from deermem_middleware.storage.base import MemoryScope
 from deermem_middleware.storage.journal import PendingJournal, _stamped
+from deermem_middleware.storage.names import label, under
 from deermem_middleware.storage.pending import JournalEntry
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ class StoreJournal(PendingJournal):
         return f"StoreJournal({type(self._storage.store).__name__})"
 
     def _where(self, scope: MemoryScope, thread_id: str) -> tuple[tuple[str, ...], str]:
-        from deermem_middleware.storage.store import label
-
         return self._storage.namespace(scope, "pending"), label(thread_id)
 
     def _value(self, entry: JournalEntry) -> dict[str, Any]:
@@ -116,8 +115,6 @@ class StoreJournal(PendingJournal):
             return None
 
     def entries(self) -> list[JournalEntry]:
-        from deermem_middleware.storage.store import under
-
         store = self._storage.store
         found = []
         prefix = (self._storage.prefix, "pending")
@@ -135,8 +132,6 @@ class StoreJournal(PendingJournal):
     def orphans(self, now: float) -> list[JournalEntry]:
         """On PostgreSQL one query for the entries past their ``orphan_at``; elsewhere the
         inherited listing."""
-        from deermem_middleware.storage.store import under
-
         at = now
         query = getattr(self._storage._writer, "pending_orphans", None)
         if query is None:

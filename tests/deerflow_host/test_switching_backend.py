@@ -21,7 +21,7 @@ from tests.deerflow_host.conftest import DeerFlowHost
 from tests.deerflow_host.test_real_deerflow import manager_mode, memory_messages
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "deerflow_memory"
-CARRY_OVER_LOG = "deermem_middleware.deerflow.carry_over"
+CARRY_OVER_LOG = "deermem_middleware.storage.carry_over"
 BOB = {"fact_b_rust", "fact_b_cat"}
 DANA = {"fact_d_violin", "fact_d_tabs", "fact_d_manual", "fact_d_fix", "fact_d_old"}
 

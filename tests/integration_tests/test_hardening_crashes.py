@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryMiddleware
 from deermem_middleware.storage import MemoryScope
-from deermem_middleware.storage.journal import FileJournal
+from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.testing import MarkerChatModel, marker_of
 from tests.integration_tests.workers.common import writer_config
 

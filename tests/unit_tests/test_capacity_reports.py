@@ -19,8 +19,8 @@ import pytest
 
 from deermem_middleware.cli import main
 from deermem_middleware.deerflow import gateway
-from deermem_middleware.deerflow.formats import to_deerflow
 from deermem_middleware.extraction.extractor import MemoryExtractor
+from deermem_middleware.formats.deerflow import to_deerflow
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import JSONFileStorage, MemoryScope

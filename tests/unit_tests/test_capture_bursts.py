@@ -23,7 +23,7 @@ from deermem_middleware.memory.conversation import Turn, merge_captures
 from deermem_middleware.runtime.debounce import DebounceTable
 from deermem_middleware.runtime.updater import MAX_MERGED_TURNS, CaptureJob, merge_jobs
 from deermem_middleware.storage import MemoryScope
-from deermem_middleware.storage.journal import FileJournal
+from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.testing import MarkerChatModel, RecordingAgentModel, marker_fact
 from tests.helpers import KeepLastTwo, memory_config
 

@@ -10,7 +10,7 @@ import pytest
 from deermem_middleware.cli import main
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.storage import MemoryScope
-from deermem_middleware.storage.journal import FileJournal
+from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.storage.json_file import encode_name
 
 

@@ -38,8 +38,8 @@ from deermem_middleware.config.deerflow_compat import (
     thinking_off_settings,
 )
 from deermem_middleware.config.model_class import build_class_model, import_class_path
-from deermem_middleware.deerflow import paths
 from deermem_middleware.extraction.models import build_chat_model
+from deermem_middleware.formats import deerflow_paths as paths
 from tests.deerflow_files import REPO, pinned
 from tests.helpers import error_of, line_of, write
 

@@ -1,5 +1,5 @@
 """Switching DeerFlow's memory backend to ours keeps the user's memory
-(:mod:`deermem_middleware.deerflow.carry_over`).
+(:mod:`deermem_middleware.storage.carry_over`).
 
 DeerFlow's folders are our fixtures in DeerFlow's shapes (``tests/fixtures/deerflow_memory``: the
 four v1.0 places, HEAD's Markdown layout), copied into the data folder DeerFlow's factory hands
@@ -23,16 +23,16 @@ from langchain_core.messages import HumanMessage
 
 from deermem_middleware import MemoryConfig
 from deermem_middleware.config import load_memory_config
-from deermem_middleware.deerflow.carry_over import CarryOverStorage
 from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
+from deermem_middleware.storage.carry_over import CarryOverStorage
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "deerflow_memory"
 V1 = FIXTURES / "v1-locations"
 V2 = FIXTURES / "v2-markdown"
 OURS = "deermem_middleware"
 CLASS = "deermem_middleware.deerflow:DeermemMemoryManager"
-LOGGER = "deermem_middleware.deerflow.carry_over"
+LOGGER = "deermem_middleware.storage.carry_over"
 
 
 def _tree(root: Path) -> dict[str, str]:

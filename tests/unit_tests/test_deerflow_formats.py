@@ -1,4 +1,4 @@
-"""DeerFlow's formats both ways (``deerflow.formats``), checked against readers written here from
+"""DeerFlow's formats both ways (``formats.deerflow``), checked against readers written here from
 DeerFlow's own rules: HEAD's Markdown-fact storage (parse, per-fact validation, the summary
 manifest) and the two gateway response models (HEAD's, and v2.0.0's strict ``source: str``).
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deermem_middleware.deerflow.formats import (
+from deermem_middleware.formats.deerflow import (
     fact_from_markdown,
     fact_shard,
     fact_to_markdown,
@@ -28,8 +28,8 @@ from deermem_middleware.deerflow.formats import (
     v2_fact_record,
     v2_manifest,
 )
+from deermem_middleware.formats.repair import RepairReport
 from deermem_middleware.memory.document import DocumentFormatError, Fact, Memory
-from deermem_middleware.memory.repair import RepairReport
 from tests.deerflow_files import pinned
 from tests.deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from deermem_middleware.cli import main
-from deermem_middleware.deerflow.layout import read_folder, scope_locations
+from deermem_middleware.formats.deerflow_layout import read_folder, scope_locations
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from tests.deerflow_files import pinned

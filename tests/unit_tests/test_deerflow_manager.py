@@ -263,7 +263,7 @@ def test_errors_are_deerflows_own_classes(contract: ModuleType) -> None:
 def test_importing_the_package_never_imports_deerflow() -> None:
     code = (
         "import sys, deermem_middleware, deermem_middleware.deerflow\n"
-        "import deermem_middleware.deerflow.formats\n"
+        "import deermem_middleware.formats.deerflow\n"
         "import deermem_middleware.deerflow.backend_config, deermem_middleware.deerflow.gateway\n"
         "import deermem_middleware.deerflow.turns\n"
         "bad = sorted(m for m in sys.modules if m == 'deerflow' or m.startswith('deerflow.'))\n"

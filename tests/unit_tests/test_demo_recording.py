@@ -16,7 +16,7 @@ from deermem_middleware.cli.demo import QUESTION, SCRIPT
 from deermem_middleware.extraction.extractor import ExtractionResult
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Memory
-from deermem_middleware.memory.grounding import subject_words, support_for
+from deermem_middleware.memory.gates.grounding import subject_words, support_for
 from deermem_middleware.memory.update import MemoryUpdate
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope

@@ -10,7 +10,7 @@ import pytest
 
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.gates import gate_update
-from deermem_middleware.memory.grounding import (
+from deermem_middleware.memory.gates.grounding import (
     content_terms,
     lexical_support,
     subject_words,

@@ -27,7 +27,7 @@ from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import MAX_COUNT, MAX_FACT_CHARS, MAX_SUMMARY_CHARS, Memory
 from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
-from deermem_middleware.storage.journal import FileJournal
+from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.testing import MarkerChatModel, OpenAIStub, marker_of, update_json
 
 from ..helpers import memory_config

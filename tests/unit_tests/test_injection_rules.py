@@ -9,9 +9,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
-from deermem_middleware.injection.ledger import InjectionRecord
 from deermem_middleware.injection.render import GUARANTEED_HEADING
 from deermem_middleware.memory.document import Fact, Memory
+from deermem_middleware.runtime.ledger import InjectionRecord
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 from deermem_middleware.testing import ScriptedChatModel, update_json
 

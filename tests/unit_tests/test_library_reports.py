@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from deermem_middleware import Fact, Memory
-from deermem_middleware.injection.explain import describe_intent, explain_report
-from deermem_middleware.memory.importing import (
+from deermem_middleware.formats.importing import (
     ImportChange,
     ImportFormatError,
     MergeReport,
@@ -24,6 +23,7 @@ from deermem_middleware.memory.importing import (
     merge_memory,
     read_document_data,
 )
+from deermem_middleware.injection.explain import describe_intent, explain_report
 from deermem_middleware.memory.time import TimeIntent
 from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.runtime.stats import scope_stats

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from deermem_middleware.deerflow.formats import to_deerflow
+from deermem_middleware.formats.deerflow import to_deerflow
 from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import MAX_FACT_CHARS, Fact, Memory
 

@@ -17,7 +17,8 @@ from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.runtime.retry import CircuitBreaker, is_transient
 from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable, RetryLater
 from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryScope
-from deermem_middleware.storage.journal import FileJournal, InMemoryJournal, JournalEntry, job_token
+from deermem_middleware.storage.file_journal import FileJournal
+from deermem_middleware.storage.journal import InMemoryJournal, JournalEntry, job_token
 from deermem_middleware.testing import OpenAIStub, ScriptedChatModel, update_json
 
 from ..helpers import dead_pid, memory_config

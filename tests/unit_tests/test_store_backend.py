@@ -15,8 +15,9 @@ from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.config import ConfigError, StorageConfig
 from deermem_middleware.storage import JSONFileStorage, StoreStorage
 from deermem_middleware.storage.factory import open_storage
-from deermem_middleware.storage.journal import FileJournal
-from deermem_middleware.storage.store import StoreJournal, label, unlabel
+from deermem_middleware.storage.file_journal import FileJournal
+from deermem_middleware.storage.store import label, unlabel
+from deermem_middleware.storage.store_journal import StoreJournal
 from deermem_middleware.testing import ScriptedChatModel, update_json
 
 GO = update_json(facts=[("User writes Go at a payments company", "knowledge", 0.9)])

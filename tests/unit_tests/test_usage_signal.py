@@ -22,11 +22,9 @@ from langgraph.graph import END, START, StateGraph
 from deermem_middleware import MemoryConfig, MemoryMiddleware, MemoryNodes, MemoryState
 from deermem_middleware.cli import main
 from deermem_middleware.config import ConfigError
-from deermem_middleware.injection import ledger as ledger_module
-from deermem_middleware.injection.ledger import InjectionLedger
+from deermem_middleware.formats.repair import repair_document
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.document import Fact, Memory
-from deermem_middleware.memory.repair import repair_document
 from deermem_middleware.memory.usage import (
     USAGE_MIN_OVERLAP,
     USAGE_PRIOR,
@@ -37,6 +35,8 @@ from deermem_middleware.memory.usage import (
 )
 from deermem_middleware.retrieval.scoring import ScoredFact
 from deermem_middleware.retrieval.selector import FactSelector, SelectionParams
+from deermem_middleware.runtime import ledger as ledger_module
+from deermem_middleware.runtime.ledger import InjectionLedger
 from deermem_middleware.runtime.stats import describe_hit_rate, scope_stats
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.testing import RecordingAgentModel, ScriptedChatModel, update_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from deermem_middleware.memory.value_gate import (
+from deermem_middleware.memory.gates.value import (
     clause_category,
     clause_fact,
     remembered_clauses,

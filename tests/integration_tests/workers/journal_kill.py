@@ -25,7 +25,7 @@ from pathlib import Path
 
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.storage import MemoryScope
-from deermem_middleware.storage.journal import FileJournal
+from deermem_middleware.storage.file_journal import FileJournal
 
 SCOPE = MemoryScope("alice", "__default__")
 SIZE = 1_000_000

@@ -7,8 +7,8 @@
   a ``revision``, no ``facts``) plus one Markdown file per fact under
   ``agents/<agent>/facts/<xx>/<id>.md`` (YAML front matter, ``# title``, body), ``<xx>`` the first
   two hex digits of the id's SHA-256. :func:`v2_manifest`, :func:`fact_to_markdown` and
-  :func:`fact_from_markdown` write and read those shapes; :mod:`deermem_middleware.deerflow.layout`
-  puts them on disk.
+  :func:`fact_from_markdown` write and read those shapes;
+  :mod:`deermem_middleware.formats.deerflow_layout` puts them on disk.
 
 Reading is lenient, one fact at a time, the way DeerFlow's own loaders are lenient: a fact
 without an id gets one, a ``null`` confidence the default, a structured ``source`` its v1 string,
@@ -32,6 +32,14 @@ from typing import Any, Final
 
 import yaml
 
+from deermem_middleware.formats.repair import (
+    Repair,
+    RepairReport,
+    derived_fact_id,
+    legacy_source,
+    repair_document,
+    structured_source,
+)
 from deermem_middleware.memory.document import (
     HISTORY_FIELDS,
     USER_FIELDS,
@@ -39,14 +47,6 @@ from deermem_middleware.memory.document import (
     Fact,
     Memory,
     utc_now_iso,
-)
-from deermem_middleware.memory.repair import (
-    Repair,
-    RepairReport,
-    derived_fact_id,
-    legacy_source,
-    repair_document,
-    structured_source,
 )
 
 __all__ = [
@@ -152,8 +152,9 @@ def from_deerflow(
 
     ``facts`` may be a list, a map of id to fact record, or (older HEAD manifests) a map of id to
     ``{"path": ...}`` Markdown references — those are dropped here with a reason, as this function
-    reads no files: :func:`deermem_middleware.deerflow.layout.resolve_fact_references` reads them
-    first. Unknown keys, on facts and at the top level, are kept. DeerFlow's own ``revision``
+    reads no files:
+    :func:`deermem_middleware.formats.deerflow_layout.resolve_fact_references` reads them first.
+    Unknown keys, on facts and at the top level, are kept. DeerFlow's own ``revision``
     (its write counter) is not ours and is left out. ``now`` fills a missing ``createdAt``.
 
     Raises :class:`~deermem_middleware.memory.document.DocumentFormatError` only when ``data`` is

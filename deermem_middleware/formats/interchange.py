@@ -9,14 +9,12 @@ of 5,009 characters), and the next update then silently trimmed what the import 
 can tell the person who imported.
 
 Reading such a document leniently before that, one fact at a time (DeerFlow's files, our older
-ones), is :mod:`~deermem_middleware.memory.repair`.
+ones), is :mod:`~deermem_middleware.formats.repair`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Final
 
 from deermem_middleware.memory.capacity import record_trim
 from deermem_middleware.memory.document import (
@@ -28,29 +26,10 @@ from deermem_middleware.memory.document import (
     Memory,
 )
 from deermem_middleware.memory.facts import trim_facts
+from deermem_middleware.memory.values import MAX_CATEGORY_CHARS, cap_text, invalid_text
 from deermem_middleware.memory.watermark import MAX_WATERMARKS, newest_watermarks
 
 __all__ = ["MAX_CATEGORY_CHARS", "CapReport", "cap_document", "cap_text", "invalid_text"]
-
-MAX_CATEGORY_CHARS: Final = 40
-"""Categories are short words (DeerFlow's own include ``workflow`` and ``project``)."""
-
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def invalid_text(text: str) -> bool:
-    """True when ``text`` cannot be stored as UTF-8: it holds a lone surrogate (JSON ``"\\ud800"``
-    decodes to one), which would make every save of the document fail."""
-    return bool(_LONE_SURROGATE.search(text))
-
-
-def cap_text(text: str, limit: int) -> str:
-    """``text`` with lone surrogates replaced (U+FFFD) and cut to ``limit`` characters (the
-    head kept, ``…`` marking the cut), as the extraction's own validation does."""
-    text = _LONE_SURROGATE.sub("\ufffd", text)
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1].rstrip() + "…"
 
 
 @dataclass

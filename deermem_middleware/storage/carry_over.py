@@ -9,8 +9,8 @@ user's Memory page was empty and nothing was injected until someone ran
 So the storage of an engine that knows DeerFlow's data folder (``deerflow_memory_folder``, set
 when the config is DeerFlow's) is wrapped in :class:`CarryOverStorage`. The first time a
 (user, agent) is read or written and we hold no document for it, the DeerFlow memory of that
-scope is read (:func:`~deermem_middleware.deerflow.layout.read_folder`, leniently, each bad fact
-repaired or dropped on its own) and imported by the same change ``deermem import --deerflow``
+scope is read (:func:`~deermem_middleware.formats.deerflow_layout.read_folder`, leniently, each bad
+fact repaired or dropped on its own) and imported by the same change ``deermem import --deerflow``
 uses (:func:`import_scope`: merge, caps), with a :class:`~deermem_middleware.memory.document.
 CarriedOver` record in the document and one INFO line. Then:
 
@@ -38,16 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deermem_middleware.deerflow.layout import (
+from deermem_middleware.formats.deerflow_layout import (
     DEFAULT_AGENT,
     FolderRead,
     Piece,
     read_folder,
     scope_locations,
 )
-from deermem_middleware.deerflow.paths import AGENT_NAME_PATTERN, USER_ID_PATTERN
+from deermem_middleware.formats.deerflow_paths import AGENT_NAME_PATTERN, USER_ID_PATTERN
+from deermem_middleware.formats.importing import ImportChange, log_import_cuts
 from deermem_middleware.memory.document import CarriedOver, Memory, utc_now_iso
-from deermem_middleware.memory.importing import ImportChange, log_import_cuts
 from deermem_middleware.storage.base import (
     MemoryScope,
     MemoryStorage,

@@ -11,7 +11,7 @@ in a :class:`RepairReport`. A stored document keeps what was dropped under
 had none is derived from its text (:func:`derived_fact_id`), so every read gives the same one.
 
 The caps that come after (lengths, ``max_facts``) are
-:mod:`~deermem_middleware.memory.interchange`'s, which re-exports these names from where they were
+:mod:`~deermem_middleware.formats.interchange`'s, which re-exports these names from where they were
 first defined.
 """
 
@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
+from deermem_middleware.formats.interchange import invalid_text
 from deermem_middleware.memory.document import (
     HISTORY_FIELDS,
     USER_FIELDS,
@@ -35,7 +36,6 @@ from deermem_middleware.memory.document import (
     is_invisible,
 )
 from deermem_middleware.memory.facts import normalize_fact_text
-from deermem_middleware.memory.interchange import invalid_text
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -93,7 +93,7 @@ class Repair:
 @dataclass(frozen=True)
 class RepairReport:
     """What a lenient read (:func:`repair_document`,
-    :func:`deermem_middleware.deerflow.formats.from_deerflow`) changed in one document, named by
+    :func:`deermem_middleware.formats.deerflow.from_deerflow`) changed in one document, named by
     ``where`` (a file, a database key). Empty ``repairs``: read as it was."""
 
     where: str

@@ -3,10 +3,10 @@ upload — into a stored one: reading it, telling whose format it is, and mergin
 
 ``deermem import`` (files, whole DeerFlow folders) and the web console (a document posted as JSON)
 import the same way, so a fact imported by either is treated the same: read leniently, one fact at
-a time (:mod:`~deermem_middleware.memory.repair`), with the values no loader accepts rejected and
+a time (:mod:`~deermem_middleware.formats.repair`), with the values no loader accepts rejected and
 named by their JSON path (:class:`ImportFormatError`); merged without duplicates
 (:func:`merge_memory`); and capped as extracted memory is
-(:func:`~deermem_middleware.memory.interchange.cap_document`), all inside the storage's
+(:func:`~deermem_middleware.formats.interchange.cap_document`), all inside the storage's
 compare-and-set loop (:class:`ImportChange` for ``MemoryService.change``).
 
 An import over ``max_facts`` is trimmed when it is imported, not by the next conversation: the
@@ -28,12 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
+from deermem_middleware.formats.interchange import CapReport, cap_document, invalid_text
 from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Fact, Memory
 from deermem_middleware.memory.facts import normalize_fact_text
-from deermem_middleware.memory.interchange import CapReport, cap_document, invalid_text
 
 if TYPE_CHECKING:
-    from deermem_middleware.memory.repair import Repair, RepairReport
+    from deermem_middleware.formats.deerflow_layout import Piece
+    from deermem_middleware.formats.repair import Repair, RepairReport
 
 __all__ = [
     "LIFECYCLE_KEYS",
@@ -44,6 +45,7 @@ __all__ = [
     "detect_format",
     "log_import_cuts",
     "merge_memory",
+    "merge_pieces",
     "read_document_data",
 ]
 
@@ -124,8 +126,8 @@ def read_document_data(
     to files): it returns the data to read and the references it could not resolve, reported
     first among the problems.
     """
-    from deermem_middleware.deerflow.formats import from_deerflow
-    from deermem_middleware.memory.repair import repair_document
+    from deermem_middleware.formats.deerflow import from_deerflow
+    from deermem_middleware.formats.repair import repair_document
 
     if not isinstance(data, dict):
         raise ImportFormatError(
@@ -316,3 +318,12 @@ def log_import_cuts(capped: CapReport, *, user: str, agent: str) -> None:
         logger.debug("memory import into %s: left out over max_facts: %s", who, ", ".join(over))
     for note in replace(capped, facts_over_capacity=[]).notes():
         logger.warning("memory import into %s: %s", who, note)
+
+
+def merge_pieces(pieces: Sequence[Piece], now: str) -> Memory:
+    """The pieces of one scope (a DeerFlow folder's files for one user and agent) as one
+    document, merged in order (what ``deermem show`` prints beside ours)."""
+    memory = Memory()
+    for piece in pieces:
+        memory, _ = merge_memory(memory, piece.memory, now)
+    return memory

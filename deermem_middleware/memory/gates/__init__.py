@@ -6,16 +6,21 @@ compare-and-set conflict or a failed save (the gates are deterministic, but the 
 depend on when it was saved). In order, for each proposed fact:
 
 1. **remembered**: a fact grounded in a user's explicit "remember …" (see
-   :mod:`~deermem_middleware.memory.value_gate`) is stored as ``sourceKind: stated`` with
-   confidence at least :data:`~deermem_middleware.memory.value_gate.REMEMBER_CONFIDENCE`,
+   :mod:`~deermem_middleware.memory.gates.value`) is stored as ``sourceKind: stated`` with
+   confidence at least :data:`~deermem_middleware.memory.gates.value.REMEMBER_CONFIDENCE`,
    whatever the other gates would say;
 2. **value**: transient tasks, small talk and one-off instructions are rejected;
 3. **grounding**: a fact the user's turns do not support (see
-   :mod:`~deermem_middleware.memory.grounding`) is dropped, or kept as ``inferred`` with its
+   :mod:`~deermem_middleware.memory.gates.grounding`) is dropped, or kept as ``inferred`` with its
    confidence capped (``grounding: infer``).
 
 Then every "remember …" the model proposed no fact for becomes a fact of its own. Only the
 extraction path is gated: facts a person adds (CLI, console, import) are stored as given.
+
+One unit: :func:`gate_update` is the only entry point (the updater calls it), :class:`GateReport`
+the only report, and each gate's rules live in a module of this package (``value``, ``grounding``).
+A new gate is a module here plus its step in :func:`gate_update` and its count in
+:class:`GateReport`; nothing outside this package changes but the config field that turns it on.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from deermem_middleware.memory.conversation import Turn
-from deermem_middleware.memory.grounding import (
+from deermem_middleware.memory.gates.grounding import (
     DEFAULT_INFERRED_CONFIDENCE_CAP,
     DEFAULT_MIN_SUPPORT,
     Embedder,
@@ -37,13 +42,13 @@ from deermem_middleware.memory.grounding import (
     subject_words,
     support_for,
 )
-from deermem_middleware.memory.update import MemoryUpdate, NewFact
-from deermem_middleware.memory.value_gate import (
+from deermem_middleware.memory.gates.value import (
     REMEMBER_CONFIDENCE,
     Remembered,
     remembered_clauses,
     value_rejection,
 )
+from deermem_middleware.memory.update import MemoryUpdate, NewFact
 
 __all__ = ["GateReport", "gate_update"]
 

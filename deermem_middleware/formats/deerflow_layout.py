@@ -26,11 +26,11 @@ user's. HEAD migrates a global file's facts into the ``__default__`` agent bucke
 are per user (one ``memory.json`` for all agents): when they come from a v2.0 manifest they are
 given to every agent document of that user we read, as DeerFlow shows them to every agent.
 
-Reading is lenient (see :func:`~deermem_middleware.deerflow.formats.from_deerflow`): a bad fact is
+Reading is lenient (see :func:`~deermem_middleware.formats.deerflow.from_deerflow`): a bad fact is
 dropped on its own, with a reason, and a file that cannot be read at all is reported, never the
 end of the import. Nothing here writes to a DeerFlow folder: writing HEAD's v2 layout is
-:mod:`~deermem_middleware.deerflow.v2_writer` (:func:`write_v2`, still importable from here), which
-only writes into a place that holds no DeerFlow memory yet.
+:mod:`~deermem_middleware.formats.deerflow_v2_writer` (:func:`write_v2`, still importable from
+here), which only writes into a place that holds no DeerFlow memory yet.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from deermem_middleware.deerflow.formats import V2_VERSION, fact_from_markdown, from_deerflow
+from deermem_middleware.formats.deerflow import V2_VERSION, fact_from_markdown, from_deerflow
+from deermem_middleware.formats.repair import Repair, RepairReport
 from deermem_middleware.memory.document import (
     SECTION_FIELDS,
     DocumentFormatError,
     Memory,
     parse_document_json,
 )
-from deermem_middleware.memory.repair import Repair, RepairReport
 
 __all__ = [
     "BACKUP_SUFFIX",

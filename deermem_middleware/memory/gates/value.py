@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from deermem_middleware.memory.document import FactCategory
-from deermem_middleware.memory.grounding import content_terms, subject_words
+from deermem_middleware.memory.gates.grounding import content_terms, subject_words
 
 __all__ = [
     "REMEMBER_CONFIDENCE",

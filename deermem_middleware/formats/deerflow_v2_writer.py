@@ -3,8 +3,8 @@
 HEAD keeps a user's memory as a summary manifest (``users/<uid>/memory.json``) and one Markdown
 file per fact (``users/<uid>/agents/<agent>/facts/<xx>/<id>.md``); :func:`write_v2` writes exactly
 what its storage reads, so an export can be dropped into a DeerFlow data folder. It is apart
-from :mod:`~deermem_middleware.deerflow.layout`, which reads those folders, because it is the only
-code that writes into one, and it is careful about it: it refuses a user id or agent name
+from :mod:`~deermem_middleware.formats.deerflow_layout`, which reads those folders, because it is
+the only code that writes into one, and it is careful about it: it refuses a user id or agent name
 DeerFlow would refuse, never overwrites memory that is there, renames a fact id DeerFlow could
 not use as a file name (and says so), and writes each file whole (a temporary file, then a
 rename). DeerFlow keeps one set of summaries per user, so the newest of each is written once.
@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from deermem_middleware.deerflow.formats import (
+from deermem_middleware.formats.deerflow import (
     fact_shard,
     fact_to_markdown,
     last_updated,
     safe_fact_id,
     v2_manifest,
 )
-from deermem_middleware.deerflow.layout import DEFAULT_AGENT, MEMORY_FILE
+from deermem_middleware.formats.deerflow_layout import DEFAULT_AGENT, MEMORY_FILE
+from deermem_middleware.formats.repair import derived_fact_id
 from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Memory
-from deermem_middleware.memory.repair import derived_fact_id
 
 __all__ = ["V2Written", "valid_v2_name", "write_v2"]
 
