@@ -261,6 +261,7 @@ def score_facts(
         hub=hub,
         intent=intent,
         now=now,
+        n=n,
     )
     for route in ROUTES:  # in order: a route reads the score of those before it
         if route.bonus is None or route.weight is None:
@@ -294,19 +295,29 @@ def route_hits(
 ) -> list[tuple[tuple[str, float], ...]]:
     """Per pick, the routes that found it and their raw scores (see ``ScoredFact.routes``), in
     the order of :data:`~deermem_middleware.retrieval.routes.ROUTES`."""
-    reading: list[tuple[str, np.ndarray, np.ndarray]] = []
+    reading: list[tuple[str, np.ndarray | None, np.ndarray]] = []
     for route in ROUTES:
         result = parts.routes.get(route.name)
         values = None if result is None else result.values
         if values is None or route.hits is None:
             continue
-        found = _channel_top(values, top_k) if route.hits == "top" else values > 0
-        if found is not None:
-            reading.append((route.name, found, values))
-    return [
-        tuple((name, float(values[i])) for name, found, values in reading if found[i])
-        for i in picks
-    ]
+        top = _channel_top(values, top_k) if route.hits == "top" else None
+        if route.hits == "top" and top is None:
+            continue
+        reading.append((route.name, top, values))
+    found: list[tuple[tuple[str, float], ...]] = []
+    for i in picks:
+        hits: list[tuple[str, float]] = []
+        for name, top, values in reading:
+            if top[i] if top is not None else values[i] > 0:
+                hits.append((name, float(values[i])))
+        found.append(tuple(hits))
+    return found
+
+
+def _floats(values: np.ndarray) -> list[float]:
+    """As Python floats (the same doubles ``float(values[i])`` gives, without a call each)."""
+    return np.asarray(values, dtype=np.float64).tolist()
 
 
 def scored_facts(
@@ -319,27 +330,42 @@ def scored_facts(
     """The picks as :class:`ScoredFact` s: their score parts, every route's input and label,
     the routes that found them (``routes``, per pick) and the newer pick each was placed
     after (``moved``)."""
-    ran = [(name, r.bonus) for name, r in parts.routes.items() if r.bonus is not None]
-    named = [(name, r.bonus, r.labels) for name, r in parts.routes.items() if r.labels]
-    semantic = parts.semantic
+    at = np.asarray(picks, dtype=np.intp)
+    score, relevance = _floats(parts.score[at]), _floats(parts.relevance[at])
+    lexical, confidence = _floats(parts.lexical[at]), _floats(index.confidence[at])
+    semantic: list[float | None] = (
+        [None] * len(at) if parts.semantic is None else list(_floats(parts.semantic[at]))
+    )
+    # per pick, (route, value) for every route that ran: zipped column-wise, not pick by pick
+    ran = [
+        [(name, value) for value in _floats(r.bonus[at])]
+        for name, r in parts.routes.items()
+        if r.bonus is not None
+    ]
+    bonuses: list[tuple[tuple[str, float], ...]] = (
+        list(zip(*ran, strict=True)) if ran else [()] * len(at)
+    )
+    labels: list[tuple[tuple[str, str], ...]] = [()] * len(at)
+    for name, r in parts.routes.items():
+        if r.labels and r.bonus is not None:
+            for j, (i, hit) in enumerate(zip(picks, r.bonus[at].tolist(), strict=True)):
+                label = r.labels[i]
+                if hit and label is not None:
+                    labels[j] = (*labels[j], (name, label))
     return [
         ScoredFact(
             fact=index.facts[i],
-            score=float(parts.score[i]),
-            relevance=float(parts.relevance[i]),
-            lexical=float(parts.lexical[i]),
-            semantic=None if semantic is None else float(semantic[i]),
-            confidence=float(index.confidence[i]),
+            score=score[j],
+            relevance=relevance[j],
+            lexical=lexical[j],
+            semantic=semantic[j],
+            confidence=confidence[j],
             after=index.facts[moved[i]].id if i in moved else None,
-            bonuses=tuple((name, float(bonus[i])) for name, bonus in ran),
-            labels=tuple(
-                (name, label)
-                for name, bonus, labels in named
-                if bonus is not None and bonus[i] and (label := labels[i]) is not None
-            ),
+            bonuses=bonuses[j],
+            labels=labels[j],
             routes=found,
         )
-        for i, found in zip(picks, routes, strict=True)
+        for j, (i, found) in enumerate(zip(picks, routes, strict=True))
     ]
 
 

@@ -108,12 +108,10 @@ class RouteInput:
     """Each fact's similarity to the mean fact (None: no vectors, or ``hub_weight`` 0)."""
     intent: TimeIntent | None
     now: datetime | None
+    n: int
+    """How many facts (``len(index)``)."""
     weight: float = 0.0
     """This route's weight (its :attr:`Route.weight` field of ``params``)."""
-
-    @property
-    def n(self) -> int:
-        return len(self.index)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
