@@ -394,7 +394,9 @@ def seed_select(memory: Memory, messages: Sequence[BaseMessage], top_k: int) -> 
     cosine = np.asarray((matrix @ vectorizer.transform([query]).T).todense()).ravel()
     scores = 0.6 * cosine + 0.4 * np.array([f.confidence for f in facts])
     order = np.argsort(-scores)[:top_k]
-    return [ScoredFact(facts[i], float(scores[i]), float(cosine[i])) for i in order]
+    return [
+        ScoredFact(fact=facts[i], score=float(scores[i]), relevance=float(cosine[i])) for i in order
+    ]
 
 
 def seed_call(ours: Ours, messages: Sequence[BaseMessage], samples: Samples) -> None:

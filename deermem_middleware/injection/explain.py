@@ -23,11 +23,13 @@ from langchain_core.messages import HumanMessage
 from deermem_middleware.injection.render import escape_memory_text, fact_line
 from deermem_middleware.injection.tokens import make_token_counter
 from deermem_middleware.memory.time import TimeIntent, query_time_intent
+from deermem_middleware.retrieval.routes import ROUTES, Route
 
 if TYPE_CHECKING:
     from deermem_middleware.config import MemoryConfig
     from deermem_middleware.memory.document import Fact
-    from deermem_middleware.retrieval.scoring import SelectionParams
+    from deermem_middleware.retrieval.params import SelectionParams
+    from deermem_middleware.retrieval.ranking import ScoredFact
     from deermem_middleware.runtime.service import MemoryService
     from deermem_middleware.storage.base import MemoryScope
 
@@ -52,29 +54,31 @@ def describe_intent(intent: TimeIntent) -> str:
     return "; ".join(parts)
 
 
+class _Fields:
+    """``str.format_map`` over a ``SelectionParams``: a route's term names its fields."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, params: SelectionParams) -> None:
+        self.params = params
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self.params, name)
+
+
 def _score_formula(params: SelectionParams, time_route: str, *, semantic: bool) -> str:
-    """The score line: the weights as configured, each channel named."""
+    """The score line: the weights as configured, each route that takes part named (in the
+    order the score adds them, :data:`~deermem_middleware.retrieval.routes.ROUTES`)."""
     formula = (
         f"score = {params.relevance_weight:.2f} × relevance + "
         f"{params.confidence_weight:.2f} × confidence"
     )
-    if params.recency_weight > 0:
-        formula += (
-            f" + {params.recency_weight:.2f} × recency (1 for the newest fact, halving every "
-            f"{params.recency_half_life_days:g} days before it)"
-        )
-    if time_route:
-        formula += f" + {params.time_weight:.2f} × time"
-    if params.method == "deermem" and params.usage_weight > 0:
-        formula += f" + {params.usage_weight:.2f} × usage"
-    if params.method == "deermem" and params.entity_weight > 0:
-        formula += f" + {params.entity_weight:.2f} × entity"
-    if params.recall_rules:
-        formula += f" + {params.rule_weight:.2f} × rule"
-    if params.method == "deermem" and params.thread_weight > 0:
-        formula += f" + {params.thread_weight:.2f} × thread"
-    if params.method == "deermem" and params.feedback_weight > 0 and semantic:
-        formula += f" + {params.feedback_weight:.2f} × feedback"
+    for route in ROUTES:
+        if not route.term or route.weight is None:
+            continue
+        weight = getattr(params, route.weight)
+        if route.shown(params, weight, semantic, time_route):
+            formula += f" + {weight:.2f} × {route.term.format_map(_Fields(params))}"
     return formula
 
 
@@ -88,6 +92,11 @@ def _relevance_formula(params: SelectionParams, semantic: bool) -> str:
             f"{1 - params.lexical_weight:.2f} × semantic, each min-max scaled over the facts"
         )
     return "relevance = lexical (character n-gram TF-IDF; no embedding channel)"
+
+
+def _column(route: Route, scored: ScoredFact) -> float | str | None:
+    """What a row shows under a route's name (:attr:`Route.column`)."""
+    return scored.label(route.name) if route.column == "label" else scored.bonus(route.name)
 
 
 def _row_reason(
@@ -183,12 +192,12 @@ def explain_report(
                 "lexical": None if is_guaranteed else scored.lexical,
                 "semantic": None if is_guaranteed else scored.semantic,
                 "recency": recency,
-                "time": None if is_guaranteed else scored.time,
+                **{
+                    route.name: None if is_guaranteed else _column(route, scored)
+                    for route in ROUTES
+                    if route.column is not None
+                },
                 "placedAfter": None if is_guaranteed else scored.after,
-                "entity": None if is_guaranteed else scored.entity,
-                "rule": None if is_guaranteed else scored.rule,
-                "thread": None if is_guaranteed else scored.thread,
-                "feedback": None if is_guaranteed else scored.feedback,
                 "routes": {"guaranteed": 1.0} if is_guaranteed else dict(scored.routes),
                 "score": None if is_guaranteed else scored.score,
                 "tokens": count(line or ""),

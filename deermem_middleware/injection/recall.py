@@ -41,7 +41,7 @@ class Recall:
             return []
         chosen = [f for f in memory.facts if f.status == "active" and f.category in categories]
         chosen.sort(key=lambda f: last_confirmed(f) or _NEVER, reverse=True)
-        return [ScoredFact(f, 1.0, 0.0) for f in chosen]
+        return [ScoredFact(fact=f, score=1.0, relevance=0.0) for f in chosen]
 
     def select(
         self,

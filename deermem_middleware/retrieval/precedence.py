@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from deermem_middleware.memory.document import Fact
 from deermem_middleware.memory.facts import facts_conflict
-from deermem_middleware.retrieval.scoring import ScoredFact
+from deermem_middleware.retrieval.ranking import ScoredFact
 
 __all__ = ["Precedence", "active_manual_facts", "manual_precedence"]
 
@@ -90,7 +90,10 @@ def manual_precedence(
                     rival.id,
                 )
                 if rival.id not in shown:
-                    part.append(offered.get(rival.id) or ScoredFact(rival, scored.score, 0.0))
+                    part.append(
+                        offered.get(rival.id)
+                        or ScoredFact(fact=rival, score=scored.score, relevance=0.0)
+                    )
                     shown.add(rival.id)
     if not withheld:
         return Precedence(tuple(guaranteed), tuple(selected))

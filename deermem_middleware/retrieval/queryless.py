@@ -61,8 +61,8 @@ import numpy as np
 
 from deermem_middleware.retrieval.lexical import CharNgramIndex
 
-if TYPE_CHECKING:  # scoring imports this module (SelectionParams holds QuerylessParams)
-    from deermem_middleware.retrieval.scoring import FactIndex
+if TYPE_CHECKING:  # the index imports this module (SelectionParams holds QuerylessParams)
+    from deermem_middleware.retrieval.index import FactIndex
 
 __all__ = [
     "QuerylessChoice",

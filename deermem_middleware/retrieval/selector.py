@@ -46,29 +46,28 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 
-import numpy as np
-
 from deermem_middleware.injection.safety import assess_memory_text
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.time import TimeIntent
+from deermem_middleware.retrieval.bonuses import _about_the_present
 from deermem_middleware.retrieval.embeddings import EmbeddingStore
+from deermem_middleware.retrieval.index import FactIndex
 from deermem_middleware.retrieval.lexical import CharNgramIndex
+from deermem_middleware.retrieval.params import SelectionParams, SelectionQuery
 from deermem_middleware.retrieval.queryless import choose_queryless, is_queryless
-from deermem_middleware.retrieval.scoring import (
+from deermem_middleware.retrieval.ranking import (
     _NO_INTENT,
-    FactIndex,
     ScoredFact,
-    SelectionParams,
-    SelectionQuery,
-    _about_the_present,
     _cached_intent,
     newer_competitors_first,
     rank,
     rank_diverse,
     route_hits,
     score_facts,
+    scored_facts,
 )
+from deermem_middleware.retrieval.routes import GUARANTEED, QUERYLESS
 
 __all__ = ["FactSelector", "ScoredFact", "SelectionParams", "SelectionQuery"]
 
@@ -237,34 +236,8 @@ class FactSelector:
                     relevance[picks],
                 )
         deermem = self.params.method == "deermem"
-        recency = (
-            index.recency(self.params.recency_half_life_days)
-            if self.params.recency_weight > 0 and deermem
-            else np.zeros(len(index))
-        )
-        usage = index.usage if self.params.usage_weight > 0 and deermem else None
-        routes = route_hits(parts, picks, k, usage) if deermem else [()] * len(picks)
-        semantic = parts.semantic
-        return [
-            ScoredFact(
-                index.facts[i],
-                float(scores[i]),
-                float(relevance[i]),
-                float(parts.lexical[i]),
-                None if semantic is None else float(semantic[i]),
-                float(recency[i]),
-                float(index.confidence[i]),
-                float(parts.time[i]),
-                index.facts[moved[i]].id if i in moved else None,
-                usage=0.0 if usage is None else float(usage[i]),
-                entity=float(parts.entity[i]),
-                rule=parts.rule_names[i] if parts.rule is not None and parts.rule[i] else None,
-                thread=0.0 if parts.thread is None else float(parts.thread[i]),
-                feedback=0.0 if parts.feedback is None else float(parts.feedback[i]),
-                routes=found,
-            )
-            for i, found in zip(picks, routes, strict=True)
-        ]
+        routes = route_hits(parts, picks, k) if deermem else [()] * len(picks)
+        return scored_facts(index, parts, picks, routes, moved)
 
     def _select_queryless(self, index: FactIndex, k: int) -> list[ScoredFact]:
         """Nothing to match (:func:`~deermem_middleware.retrieval.queryless.is_queryless`):
@@ -282,18 +255,20 @@ class FactSelector:
         picked: list[ScoredFact] = []
         for i in choice.picks:
             routes: list[tuple[str, float]] = [
-                ("guaranteed", 1.0) if parts.guaranteed[i] else ("queryless", float(parts.score[i]))
+                (GUARANTEED, 1.0) if parts.guaranteed[i] else (QUERYLESS, float(parts.score[i]))
             ]
             if parts.usage[i] > 0:
                 routes.append(("usage", float(parts.usage[i])))
             picked.append(
                 ScoredFact(
-                    index.facts[i],
-                    float(parts.score[i]),
-                    0.0,
-                    recency=float(parts.recency[i]),
+                    fact=index.facts[i],
+                    score=float(parts.score[i]),
+                    relevance=0.0,
                     confidence=float(parts.confidence[i]),
-                    usage=float(parts.usage[i]),
+                    bonuses=(
+                        ("recency", float(parts.recency[i])),
+                        ("usage", float(parts.usage[i])),
+                    ),
                     routes=tuple(routes),
                 )
             )

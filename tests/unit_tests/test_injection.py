@@ -29,7 +29,7 @@ def make_fact(
 
 
 def scored(*facts: Fact) -> list[ScoredFact]:
-    return [ScoredFact(f, 1.0, 1.0) for f in facts]
+    return [ScoredFact(fact=f, score=1.0, relevance=1.0) for f in facts]
 
 
 def profile(**sections: str) -> Memory:

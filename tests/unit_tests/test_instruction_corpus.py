@@ -100,7 +100,12 @@ def test_issue_example_is_withheld_from_the_rendered_block() -> None:
     benign = Fact(id="fact_keys", content="User manages API keys for her team's CI")
     memory = Memory(facts=(hostile, benign))
     block = render_memory(
-        memory, [ScoredFact(hostile, 1.0, 1.0), ScoredFact(benign, 1.0, 1.0)], max_tokens=4000
+        memory,
+        [
+            ScoredFact(fact=hostile, score=1.0, relevance=1.0),
+            ScoredFact(fact=benign, score=1.0, relevance=1.0),
+        ],
+        max_tokens=4000,
     ).text
     assert "share any API keys" not in block
     assert "Note to the assistant" not in block

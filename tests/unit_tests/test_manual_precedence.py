@@ -170,7 +170,7 @@ def test_refinements_and_plain_supersedes_are_unchanged() -> None:
 
 
 def _scored(fact: Fact, score: float = 1.0) -> ScoredFact:
-    return ScoredFact(fact, score, score)
+    return ScoredFact(fact=fact, score=score, relevance=score)
 
 
 def test_the_manual_fact_takes_the_conflicting_facts_place() -> None:

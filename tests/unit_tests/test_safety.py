@@ -249,7 +249,7 @@ def memory_with(*, work: str = "", focus: str = "", background: str = "") -> Mem
 
 
 def render(memory: Memory, *facts: Fact) -> str:
-    facts_scored = [ScoredFact(f, 1.0, 1.0) for f in facts]
+    facts_scored = [ScoredFact(fact=f, score=1.0, relevance=1.0) for f in facts]
     return render_memory(memory, facts_scored, max_tokens=8000).text
 
 

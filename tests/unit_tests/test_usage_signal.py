@@ -153,7 +153,9 @@ def test_a_bad_used_count_is_repaired() -> None:
 
 
 def _rendered(*facts: Fact) -> RenderedMemory:
-    return RenderedMemory("<memory/>", tuple(ScoredFact(f, 1.0, 1.0) for f in facts), (), 10)
+    return RenderedMemory(
+        "<memory/>", tuple(ScoredFact(fact=f, score=1.0, relevance=1.0) for f in facts), (), 10
+    )
 
 
 def test_ledger_keeps_a_turns_facts_per_thread_and_folds_uses() -> None:
