@@ -44,6 +44,7 @@ __all__ = [
     "RouteWeights",
 ]
 
+
 def config_default(name: str) -> Any:
     """The default of the ``MemoryConfig`` field ``name``: where every selection default that
     the configuration shares is written."""
