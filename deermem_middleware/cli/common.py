@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from deermem_middleware.memory.document import Fact, Memory
     from deermem_middleware.runtime.service import MemoryService
-    from deermem_middleware.storage.base import MemoryScope, MemoryStorage
+    from deermem_middleware.storage.base import MemoryScope
 
 
 __all__: list[str] = []  # private: the command is the interface
@@ -179,19 +179,6 @@ def _no_fact(fact_id: str, scope: MemoryScope) -> str:
         f"no fact {fact_id!r} in the memory of user {scope.user_id!r} / agent "
         f"{scope.agent_name!r} (see `deermem show --all`)"
     )
-
-
-def _storage_where(storage: MemoryStorage) -> str:
-    """The storage as a whole, for people: the JSON files' root folder, the store's kind."""
-    from deermem_middleware.storage.json_file import JSONFileStorage
-    from deermem_middleware.storage.store import StoreStorage
-
-    storage = storage.innermost
-    if isinstance(storage, JSONFileStorage):
-        return str(storage.root)
-    if isinstance(storage, StoreStorage):
-        return f"{type(storage.store).__name__} (prefix {storage.prefix!r})"
-    return type(storage).__name__
 
 
 def _who(scope: MemoryScope) -> str:
