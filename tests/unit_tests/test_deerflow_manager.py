@@ -784,3 +784,46 @@ def test_deerflows_turns_feed_the_usage_signal(build: Build) -> None:
     assert len(used) == 1 and next(iter(used.values())) == 1
     fact_id = next(iter(used))
     assert any(f.id == fact_id and f.content == top for f in service.get_memory("alice").facts)
+
+
+# -- per-agent settings ---------------------------------------------------------------------------
+
+
+def test_an_agents_own_settings_apply_to_its_calls(build: Build) -> None:
+    """``backend_config.agents.<name>`` gives an agent its own settings, as ``memory.agents`` does
+    for the middleware and the node pair: ``brief`` injects one fact, ``quiet`` none, and an
+    agent without settings of its own gets the backend's."""
+    manager = build(
+        {
+            "top_k": 4,
+            "agents": {"brief": {"top_k": 1}, "quiet": {"injection_enabled": False}},
+        }
+    )
+    for agent in ("brief", "quiet", "coder", None):
+        for fact in (*BAKING, *CYCLING):
+            manager.create_fact(fact, "preference", 0.9, user_id="alice", agent_name=agent)
+    assert len(_fact_lines(manager.get_context("alice", agent_name="coder"))) == 4
+    assert len(_fact_lines(manager.get_context("alice", agent_name="brief"))) == 1
+    assert manager.get_context("alice", agent_name="quiet") == ""
+    assert len(_fact_lines(manager.get_context("alice"))) == 4  # DeerFlow's "global" memory
+    # each agent's memory is its own, whichever engine serves it
+    assert len(manager.get_memory(user_id="alice", agent_name="brief")["facts"]) == 4
+    manager.delete_memory(user_id="alice", agent_name="brief")
+    assert manager.get_memory(user_id="alice", agent_name="brief")["facts"] == []
+    assert len(manager.get_memory(user_id="alice")["facts"]) == 4
+    assert manager.shutdown_flush(5.0)
+
+
+def test_an_agents_captures_follow_its_own_switch(build: Build) -> None:
+    """``enabled: false`` for one agent: its turns are not extracted; another agent's are."""
+    extractor = ScriptedChatModel(
+        answers=[update_json(facts=[("The user writes Go", "knowledge", 0.9)])]
+    )
+    manager = build({"agents": {"quiet": {"enabled": False}}}, model=extractor)
+    said = _conversation(("I write Go services.", "Noted."))
+    manager.add_nowait("t-quiet", said, user_id="alice", agent_name="quiet")
+    manager.add_nowait("t-coder", said, user_id="alice", agent_name="coder")
+    assert manager.shutdown_flush(10.0)
+    assert len(extractor.calls) == 1
+    assert manager.get_memory(user_id="alice", agent_name="coder")["facts"]
+    assert manager.get_memory(user_id="alice", agent_name="quiet")["facts"] == []
