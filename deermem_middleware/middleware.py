@@ -47,10 +47,10 @@ from deermem_middleware.runtime.ids import (
     resolve_thread_id,
     resolve_user_id,
 )
+from deermem_middleware.runtime.jobs import CaptureJob
 from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.runtime.scheduler import DebounceScheduler
 from deermem_middleware.runtime.service import MemoryService, SchedulerKey, UpdateListener
-from deermem_middleware.runtime.updater import CaptureJob
 from deermem_middleware.storage.base import MemoryScope, MemoryStorage
 from deermem_middleware.storage.journal import PendingJournal
 

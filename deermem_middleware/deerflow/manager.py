@@ -27,12 +27,12 @@ This is the only module of the package that imports DeerFlow.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import math
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Final, Literal
 
 from deerflow.agents.memory.manager import MemoryManager  # type: ignore[import-not-found]
@@ -93,6 +93,10 @@ MemoryCorruptionError = _deerflow_error("MemoryCorruptionError")
 
 EVERY_FACT: Final = 10**9
 """``top_k`` that ranks every fact (a category-filtered search cuts after filtering)."""
+_storage_errors = functools.partial(
+    gateway.storage_errors, MemoryConflictError, MemoryCorruptionError
+)
+"""Our storage errors as DeerFlow's: a lost race (409), unreadable memory (500)."""
 CLOSE_SECONDS: Final = 2.0
 """``close`` releases the engine with this bound: ``shutdown_flush`` is the drain; what is left
 stays in the journal and runs at the next start."""
@@ -168,8 +172,7 @@ class DeermemMemoryManager(MemoryManager):
         return agents.engine(agent, user)
 
     def _ensure_model(self, service: MemoryService) -> None:
-        """Hand the host's default chat model (asked for once) to an engine, when the config
-        names none."""
+        """Hand the host's chat model (asked for once) to an engine when the config names none."""
         if self._config.model is not None:
             return
         if self._model_once.acquire(blocking=False):
@@ -177,16 +180,13 @@ class DeermemMemoryManager(MemoryManager):
         if self._host_model is not None:
             service.use_model(self._host_model)
 
-    def _storage_errors(self) -> AbstractContextManager[None]:
-        return gateway.storage_errors(MemoryConflictError, MemoryCorruptionError)
-
     def _scope(self, user_id: str | None, agent_name: str | None) -> MemoryScope:
         return self.service.scope(*turns.identity(user_id, agent_name))
 
     def _write(self, scope: MemoryScope, change: Callable[[Memory], Memory]) -> dict[str, Any]:
         """``change`` under the storage's compare-and-set loop; the document it stored."""
         agent = None if scope.agent_name == self.service.agent_name else scope.agent_name
-        with self._storage_errors(), gateway.fact_errors():
+        with _storage_errors(), gateway.fact_errors():
             _, after, revision = self._engine(scope.user_id, agent).change(scope, change)
         return gateway.document(after, revision)
 
@@ -205,16 +205,10 @@ class DeermemMemoryManager(MemoryManager):
         self._capture(thread_id, messages, agent_name, user_id, now=False)
 
     def _capture(
-        self,
-        thread_id: str,
-        messages: list[Any],
-        agent_name: str | None,
-        user_id: str | None,
-        *,
-        now: bool,
+        self, thread_id: str, messages: list[Any], agent: str | None, user: str | None, now: bool
     ) -> None:
         try:
-            user, agent = turns.user_or_default(user_id), turns.agent_or_none(agent_name)
+            user, agent = turns.user_or_default(user), turns.agent_or_none(agent)
             service = self._engine(user, agent)
             self._ensure_model(service)
             visible = visible_messages(messages, self._hooks.keep_hidden)
@@ -284,7 +278,7 @@ class DeermemMemoryManager(MemoryManager):
             return []
         service = self._engine(user_id, agent_name)
         messages = [HumanMessage(query)] if isinstance(query, str) and query.strip() else []
-        with self._storage_errors():
+        with _storage_errors():
             picks = service.select_facts(
                 messages,
                 user_id=turns.user_or_default(user_id),
@@ -302,7 +296,7 @@ class DeermemMemoryManager(MemoryManager):
         """The bucket's memory as DeerFlow's v1.0 document (active facts; ``lastUpdated`` always
         a time) plus our ``revision``."""
         scope = self._scope(user_id, agent_name)
-        with self._storage_errors():
+        with _storage_errors():
             stored = self._engine(user_id, agent_name).load(scope)
         return gateway.document(stored.memory, stored.revision)
 
@@ -323,7 +317,7 @@ class DeermemMemoryManager(MemoryManager):
     ) -> None:
         """Erase the user's memory (one agent's with ``agent_name``; None: all of the user's):
         documents, pending captures, indexes (:meth:`MemoryService.forget_user`)."""
-        with self._storage_errors():
+        with _storage_errors():
             self._engine(user_id, agent_name).forget_user(*turns.identity(user_id, agent_name))
 
     def clear_memory(
@@ -340,7 +334,7 @@ class DeermemMemoryManager(MemoryManager):
         requested = self._scope(user, agent)
         scopes = {requested}
         if agent is None:
-            with self._storage_errors():
+            with _storage_errors():
                 scopes.update(s for s in service.list_scopes() if s.user_id == user)
         now = utc_now_iso()
         documents = {s: self._write(s, lambda m: gateway.cleared(m, now)) for s in sorted(scopes)}

@@ -17,8 +17,8 @@ from typing import Any
 
 from deermem_middleware.runtime.handoff import Timing
 from deermem_middleware.runtime.hotpath import StorageGuard, StorageUnavailable
+from deermem_middleware.runtime.jobs import CaptureJob
 from deermem_middleware.runtime.replicas import ReplicaCoordinator
-from deermem_middleware.runtime.updater import CaptureJob
 from deermem_middleware.storage.base import MemoryScope
 from deermem_middleware.storage.journal import PendingJournal
 

@@ -40,6 +40,7 @@ from deermem_middleware.retrieval.selector import (
 )
 from deermem_middleware.runtime.handoff import Timing
 from deermem_middleware.runtime.hotpath import StorageGuard
+from deermem_middleware.runtime.jobs import CaptureJob, merge_jobs
 from deermem_middleware.runtime.journaling import CaptureJournaling, SchedulerKey
 from deermem_middleware.runtime.registry import ENGINES, engine_key
 from deermem_middleware.runtime.replicas import ReplicaCoordinator
@@ -47,7 +48,7 @@ from deermem_middleware.runtime.retry import CircuitBreaker, retry_for_failure
 from deermem_middleware.runtime.scheduler import DebounceScheduler, RetryLater
 from deermem_middleware.runtime.surface import PUBLIC_SURFACE
 from deermem_middleware.runtime.turns import EngineTurns
-from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater, UpdateOutcome, merge_jobs
+from deermem_middleware.runtime.updater import MemoryUpdater, UpdateOutcome
 from deermem_middleware.storage.base import (
     DEFAULT_AGENT,
     MemoryScope,

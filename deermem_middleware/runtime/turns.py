@@ -18,10 +18,10 @@ from deermem_middleware.memory.conversation import filter_messages, has_enough_f
 from deermem_middleware.memory.usage import FactUse, estimate_use, turn_answer
 from deermem_middleware.runtime.hotpath import StorageGuard, StorageUnavailable
 from deermem_middleware.runtime.ids import capture_key, conversation_key, safe_thread_id
+from deermem_middleware.runtime.jobs import CaptureJob, merge_jobs
 from deermem_middleware.runtime.journaling import CaptureJournaling, SchedulerKey
 from deermem_middleware.runtime.scheduler import DebounceScheduler
 from deermem_middleware.runtime.surface import EngineReads
-from deermem_middleware.runtime.updater import CaptureJob, merge_jobs
 from deermem_middleware.storage.base import CorruptedMemoryError, MemoryScope
 
 __all__ = ["EngineTurns"]
