@@ -96,7 +96,7 @@ class AgentEngines:
     def engine(self, agent_name: str | None, user_id: str = "default") -> MemoryService:
         """The engine whose settings apply to ``agent_name`` for ``user_id`` (the default
         engine for None, an invalid name, or an agent without settings of its own)."""
-        if agent_name is None or not self.valid(agent_name):
+        if agent_name is None or not AGENT_NAME_PATTERN.match(agent_name):
             return self.service
         key = (agent_name, user_id)
         with self._lock:
@@ -155,7 +155,7 @@ class AgentEngines:
             done = engine.flush(max(0.001, deadline - time.monotonic())) and done
         return done
 
-    def release(self, timeout: float | None = 10.0, *, with_service: bool = True) -> bool:
-        """Release the per-agent engines (and the default one with ``with_service``)."""
-        engines = self.engines() if with_service else self.engines()[1:]
-        return all([engine.release(timeout) for engine in engines])
+    def release(self, timeout: float | None = 10.0) -> bool:
+        """Release the default engine and every per-agent one (the adapter is done with them);
+        True when nothing was left pending."""
+        return all([engine.release(timeout) for engine in self.engines()])
