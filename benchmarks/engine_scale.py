@@ -156,7 +156,7 @@ def measure_pending(args: argparse.Namespace) -> dict[str, Any]:
         captured_at[number] = time.monotonic()
         rejected += not ok
     capture_s = time.monotonic() - started
-    pending_at_once = service.scheduler.pending()
+    pending_at_once = service._scheduler.pending()
     ran_during_capture = done[0]
     gc.collect()
     rss_pending = rss_bytes()
@@ -164,16 +164,16 @@ def measure_pending(args: argparse.Namespace) -> dict[str, Any]:
     # work must fail the floors, not hang the run)
     deadline = time.monotonic() + debounce + max(600.0, threads / 50)
     while not finished.wait(timeout=0.5) and time.monotonic() < deadline:
-        if service.scheduler.pending() == 0 and not finished.wait(timeout=1.0):
+        if service._scheduler.pending() == 0 and not finished.wait(timeout=1.0):
             break
     drained = service.flush(timeout=60)
     end_of_capture = started + capture_s
     calls = calls_per_thread(model)
-    stats = service.scheduler.stats.snapshot()
+    stats = service._scheduler.stats.snapshot()
     watermarks = 0
     threads_with_watermark = 0
     expected = {f"t{n:06d}" for n in range(threads)}
-    for scope in service.storage.list_scopes():
+    for scope in service.list_scopes():
         if scope.user_id == "warmup":
             continue
         marks = set(service.get_memory(scope.user_id).watermarks)

@@ -547,7 +547,7 @@ def measure_capture(calls: int) -> dict[str, Any]:
                 start = time.perf_counter()
                 hook(state, runtime)
                 samples[name].append(ms_since(start))
-        middleware.scheduler.close(0)
+        middleware.service._scheduler.close(0)
     capture, noop_ms = p50(samples["capture"]), statistics.median(samples["noop"])
     return {
         "calls": calls,

@@ -211,7 +211,7 @@ def capture_cost(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
     messages = conversation(20)
     for name, config in targets:
         service = MemoryService(config)
-        shared = service.journal
+        shared = service._journal
         assert shared is not None
         if name == "file":
             assert isinstance(shared, FileJournal)
@@ -222,13 +222,13 @@ def capture_cost(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
         samples: dict[str, list[int]] = {"now": [], "before": []}
         for number in range(args.captures + 20):
             for label, journal in (("now", shared), ("before", before)):
-                service.journal = journal
+                service._journal = journal
                 thread = f"{label}-{number % 50}"
                 started = time.perf_counter_ns()
                 service.capture(messages, user_id="bench", thread_id=thread)
                 if number >= 20:  # warm-up: pool connections, first files
                     samples[label].append(time.perf_counter_ns() - started)
-        service.journal = shared
+        service._journal = shared
         service.close(timeout=0)
         now, was = (statistics.median(samples[k]) / 1e6 for k in ("now", "before"))
         results[name] = {

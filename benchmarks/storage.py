@@ -113,7 +113,7 @@ def injection_latency(backend: str, location: str, calls: int = 300) -> dict[str
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     config = config_for(backend, location, prefix)
     mw = MemoryMiddleware(config, model=None)
-    updater = MemoryUpdater(mw.storage, InstantExtractor, config)  # type: ignore[arg-type]
+    updater = MemoryUpdater(mw.service._storage, InstantExtractor, config)  # type: ignore[arg-type]
     scope = MemoryScope("reader", "__default__")
     for i in range(100):
         turns = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import threading
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,16 +34,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from deermem_middleware.config import (
-    ConfigError,
-    MemoryConfig,
-    default_config_path,
-    load_memory_config,
-)
-from deermem_middleware.config.models import AGENT_NAME_PATTERN
+from deermem_middleware.config import MemoryConfig, default_config_path, load_memory_config
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
+from deermem_middleware.runtime.agents import MAX_RUN_AGENTS, AgentEngines
 from deermem_middleware.runtime.ids import (
     current_config,
     is_delegated_run,
@@ -51,24 +46,29 @@ from deermem_middleware.runtime.ids import (
     resolve_thread_id,
     resolve_user_id,
 )
+from deermem_middleware.runtime.jobs import CaptureJob
 from deermem_middleware.runtime.ledger import InjectionRecord
 from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.runtime.scheduler import DebounceScheduler
 from deermem_middleware.runtime.service import MemoryService, SchedulerKey, UpdateListener
-from deermem_middleware.runtime.updater import CaptureJob
 from deermem_middleware.storage.base import MemoryScope, MemoryStorage
 from deermem_middleware.storage.journal import PendingJournal
 
-__all__ = ["MIDDLEWARE_NAME", "MemoryMiddleware", "append_to_system_message"]
-
-MAX_RUN_AGENTS = 4096
-"""(agent, user) pairs whose engine a middleware remembers (see ``_engine_for``)."""
+__all__ = ["MAX_RUN_AGENTS", "MIDDLEWARE_NAME", "MemoryMiddleware", "append_to_system_message"]
 
 MIDDLEWARE_NAME = "DeermemMemoryMiddleware"
 """The middleware's name in an agent's stack. Not the class name: DeerFlow always adds its own
 ``MemoryMiddleware``, and ``create_agent`` refuses two middlewares with one name."""
 
 logger = logging.getLogger(__name__)
+
+
+def _deprecated(name: str, instead: str) -> None:
+    warnings.warn(
+        f"MemoryMiddleware.{name} is deprecated (a part of the engine): use {instead}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def append_to_system_message(system: SystemMessage | None, block: str) -> SystemMessage:
@@ -127,19 +127,16 @@ class MemoryMiddleware(AgentMiddleware):
         """The shared engine: everything below is a view of it."""
         self._released = False
         self._source = source
-        self._objects = (model, storage, embeddings)
-        self._per_run_agent = config.agent_name is None
-        """No agent named at construction (DeerFlow builds ``extensions.middlewares`` with no
-        arguments): each run's agent comes from the run (see :mod:`~.runtime.ids`)."""
-        self._agents: collections.OrderedDict[tuple[str, str], MemoryService] = (
-            collections.OrderedDict()
+        self.agents = AgentEngines(
+            self.service,
+            settings=self._agent_settings,
+            objects=(model, storage, embeddings),
+            per_run=config.agent_name is None,
         )
-        """Engines by (agent, user): DeerFlow's custom agents are per user, with per-user
-        settings files. Bounded (least recently used out); engines are shared, so an entry
-        dropped here only costs a re-check."""
-        self._own_engines: dict[int, MemoryService] = {}
-        self._agents_lock = threading.Lock()
-        self._bad_names: set[str] = set()
+        """The engine of each run's agent (:class:`~deermem_middleware.runtime.agents.
+        AgentEngines`): with no agent named at construction (DeerFlow builds
+        ``extensions.middlewares`` with no arguments), each run's agent comes from the run (see
+        :mod:`~.runtime.ids`), with its own settings from the config file."""
 
     @property
     def name(self) -> str:
@@ -169,66 +166,18 @@ class MemoryMiddleware(AgentMiddleware):
 
     # -- per-run agents ------------------------------------------------------------------------
 
+    def _agent_settings(self, agent_name: str, user_id: str) -> MemoryConfig:
+        """An agent's settings: from the config file this middleware was built from (reloaded
+        per user: DeerFlow's custom agents are per user), else the default agent's."""
+        if self._source is None:
+            return self.service.config.for_agent(agent_name)
+        return load_memory_config(self._source, agent_name=agent_name, user_id=user_id)
+
     def _engine_for(
         self, agent_name: str | None, user_id: str = "default"
     ) -> tuple[MemoryService, str | None]:
-        """The engine and agent for a run naming ``agent_name``.
-
-        The agent named at construction wins; otherwise the run's. An agent whose settings are
-        the default agent's shares the default engine (one engine serves any number of agents:
-        the agent only scopes documents); one with its own settings — a per-agent file or
-        ``memory.agents.<name>``, ``enabled: false`` included — gets its own shared engine.
-        """
-        if not self._per_run_agent or agent_name is None:
-            return self.service, None
-        if not AGENT_NAME_PATTERN.match(agent_name):
-            if agent_name not in self._bad_names:
-                self._bad_names.add(agent_name)
-                logger.warning(
-                    "run names agent %r, which is not a valid agent name (%s); its memory is "
-                    "the default agent's",
-                    agent_name,
-                    AGENT_NAME_PATTERN.pattern,
-                )
-            return self.service, None
-        with self._agents_lock:
-            key = (agent_name, user_id)
-            engine = self._agents.get(key)
-            if engine is None:
-                engine = self._acquire_for(agent_name, user_id)
-                self._agents[key] = engine
-                if engine is not self.service:
-                    if id(engine) in self._own_engines:
-                        engine.release(0)  # already counted once for this middleware
-                    self._own_engines[id(engine)] = engine
-                if len(self._agents) > MAX_RUN_AGENTS:
-                    self._agents.popitem(last=False)
-            else:
-                self._agents.move_to_end(key)
-        return engine, agent_name
-
-    def _acquire_for(self, agent_name: str, user_id: str) -> MemoryService:
-        base = self.service.config
-        config = base.for_agent(agent_name)
-        if self._source is not None:
-            try:
-                config = load_memory_config(self._source, agent_name=agent_name, user_id=user_id)
-            except ConfigError as exc:
-                logger.error(
-                    "agent %r: its memory settings cannot be loaded (%s); using the default "
-                    "agent's",
-                    agent_name,
-                    exc,
-                )
-        if config.model_dump(exclude={"agent_name"}) == base.model_dump(exclude={"agent_name"}):
-            return self.service
-        model, storage, embeddings = self._objects
-        return MemoryService.acquire(config, model=model, storage=storage, embeddings=embeddings)
-
-    def _engines(self) -> list[MemoryService]:
-        with self._agents_lock:
-            own = list(self._own_engines.values())
-        return [self.service, *own]
+        """The engine and agent for a run naming ``agent_name`` (:meth:`AgentEngines.resolve`)."""
+        return self.agents.resolve(agent_name, user_id)
 
     # -- the engine's state, as attributes --------------------------------------------------
 
@@ -245,25 +194,37 @@ class MemoryMiddleware(AgentMiddleware):
         """False when memory is disabled for this agent: it neither injects nor captures."""
         return self.service.active
 
+    # deprecated: the engine's parts (the engine's own methods replace them)
+
     @property
     def storage(self) -> MemoryStorage:
-        return self.service.storage
+        """Deprecated: use ``service.load``, ``list_scopes``, ``describe``, ``location``."""
+        _deprecated("storage", "service.load(), list_scopes(), describe(), location()")
+        return self.service._storage
 
     @property
     def selector(self) -> FactSelector:
-        return self.service.selector
+        """Deprecated: use ``select_facts``, ``warm_up`` and ``service.forget_cached``."""
+        _deprecated("selector", "select_facts(), warm_up(), service.forget_cached()")
+        return self.service._selector
 
     @property
     def scheduler(self) -> DebounceScheduler[SchedulerKey, CaptureJob]:
-        return self.service.scheduler
+        """Deprecated: use ``flush`` and ``service.pending_entries``."""
+        _deprecated("scheduler", "flush(), service.pending_entries()")
+        return self.service._scheduler
 
     @property
     def journal(self) -> PendingJournal | None:
-        return self.service.journal
+        """Deprecated: use ``service.pending_entries`` and ``recover``."""
+        _deprecated("journal", "service.pending_entries(), recover()")
+        return self.service._journal
 
     @property
     def breaker(self) -> CircuitBreaker:
-        return self.service.breaker
+        """Deprecated: an engine detail, with no replacement."""
+        _deprecated("breaker", "nothing: the retry policy is the engine's own")
+        return self.service._breaker
 
     @property
     def ledger(self) -> collections.deque[InjectionRecord]:
@@ -326,7 +287,7 @@ class MemoryMiddleware(AgentMiddleware):
 
     def flush(self, timeout: float | None = None) -> bool:
         """Run every pending update now and wait; True when all finished within ``timeout``."""
-        return all([engine.flush(timeout) for engine in self._engines()])
+        return self.agents.flush(timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         return await asyncio.to_thread(self.flush, timeout)
@@ -334,11 +295,10 @@ class MemoryMiddleware(AgentMiddleware):
     def close(self, timeout: float | None = 10.0) -> bool:
         """This middleware is done: the shared engine flushes (bounded) and stops with its last
         user. Call it from your shutdown hook. True when nothing was left."""
-        engines = self._engines()
         if self._released:
-            return all([e.flush(timeout) for e in engines if not e.closed])
+            return all([e.flush(timeout) for e in self.agents.engines() if not e.closed])
         self._released = True
-        return all([engine.release(timeout) for engine in engines])
+        return self.agents.release(timeout)
 
     async def aclose(self, timeout: float | None = 10.0) -> bool:
         return await asyncio.to_thread(self.close, timeout)

@@ -34,7 +34,13 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from deermem_middleware.middleware import MemoryMiddleware, append_to_system_message
-from deermem_middleware.runtime.ids import is_delegated_run, resolve_thread_id, resolve_user_id
+from deermem_middleware.runtime.agents import AgentEngines
+from deermem_middleware.runtime.ids import (
+    is_delegated_run,
+    resolve_agent_name,
+    resolve_thread_id,
+    resolve_user_id,
+)
 from deermem_middleware.runtime.service import MemoryService
 
 __all__ = ["MEMORY_CONTEXT_KEY", "MemoryNodes", "MemoryState"]
@@ -69,7 +75,9 @@ def _messages(state: Any, key: str) -> Sequence[BaseMessage]:
 class MemoryNodes:
     """Inject and capture nodes over the memory engine of a :class:`MemoryMiddleware` (or a
     :class:`~deermem_middleware.runtime.MemoryService`): same config, storage, scheduler and
-    caches.
+    caches — and the same engine choice per run: a run naming its agent (``context``,
+    ``configurable``) gets that agent's settings and memory, as the middleware's runs do
+    (:class:`~deermem_middleware.runtime.agents.AgentEngines`).
 
     ``model``: the graph's chat model. Without a configured extraction model, extraction uses
     it (as the middleware uses the agent's); :meth:`wrap_model` registers the model it wraps.
@@ -87,6 +95,12 @@ class MemoryNodes:
         self.service: MemoryService = (
             middleware.service if isinstance(middleware, MemoryMiddleware) else middleware
         )
+        self.agents = (
+            middleware.agents
+            if isinstance(middleware, MemoryMiddleware)
+            else AgentEngines(middleware)
+        )
+        self._model: Any = model
         if model is not None:
             self.service.use_model(model)
         self.messages_key = messages_key
@@ -100,11 +114,24 @@ class MemoryNodes:
 
     # -- inject --------------------------------------------------------------------------------
 
+    def _engine(
+        self, runtime: Any, config: RunnableConfig
+    ) -> tuple[MemoryService, str, str | None]:
+        """The engine, user and agent of this run (the agent's own settings, if any)."""
+        user_id = resolve_user_id(runtime, config)
+        engine, agent = self.agents.resolve(resolve_agent_name(runtime, config), user_id)
+        if self._model is not None:
+            engine.use_model(self._model)
+        return engine, user_id, agent
+
     def _block(self, state: Any, config: RunnableConfig | None) -> str:
-        if not self.service.injecting or is_delegated_run(_runtime(), config or {}):
+        runtime = _runtime()
+        if is_delegated_run(runtime, config or {}):
             return ""  # a subagent's run: not the user's conversation
-        user_id = resolve_user_id(_runtime(), config or {})
-        return self.service.memory_block(_messages(state, self.messages_key), user_id)
+        engine, user_id, agent = self._engine(runtime, config or {})
+        if not engine.injecting:
+            return ""
+        return engine.memory_block(_messages(state, self.messages_key), user_id, agent)
 
     def _inject(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return {self.context_key: self._block(state, config)}
@@ -130,6 +157,7 @@ class MemoryNodes:
         """``model`` with the memory prepended to its input messages on every call — an
         alternative to the inject node that writes nothing to state or checkpoints. A chat
         model wrapped here is also the extraction model when none is configured."""
+        self._model = model
         self.service.use_model(model)
 
         def prepend(messages: Sequence[BaseMessage], config: RunnableConfig) -> list[BaseMessage]:
@@ -147,16 +175,16 @@ class MemoryNodes:
     # -- capture -------------------------------------------------------------------------------
 
     def _capture(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        if not self.service.active:
-            return {}
         runtime = _runtime()
         if is_delegated_run(runtime, config or {}):
             return {}  # a subagent's run: its "user" message is the lead agent's instruction
         try:
+            engine, user_id, agent = self._engine(runtime, config or {})
+            if not engine.active:
+                return {}
             messages = _messages(state, self.messages_key)
-            user_id = resolve_user_id(runtime, config or {})
             thread_id = resolve_thread_id(runtime, config or {})
-            self.service.end_turn(messages, user_id=user_id, thread_id=thread_id)
+            engine.end_turn(messages, user_id=user_id, thread_id=thread_id, agent_name=agent)
         except Exception:
             logger.exception("memory capture failed; the conversation was not queued")
         return {}

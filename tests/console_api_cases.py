@@ -256,16 +256,16 @@ class ConsoleEnv:
         self.service.change(self.scope(user, agent), change)
 
     def stored(self, user: str, agent: str | None = None) -> Memory:
-        return self.service.storage.load(self.scope(user, agent)).memory
+        return self.service.load(self.scope(user, agent)).memory
 
     def stored_facts(self, user: str, agent: str | None = None) -> dict[str, Fact]:
         return {f.id: f for f in self.stored(user, agent).facts}
 
     def revision(self, user: str, agent: str | None = None) -> int:
-        return self.service.storage.load(self.scope(user, agent)).revision
+        return self.service.load(self.scope(user, agent)).revision
 
     def audit_raw(self) -> list[dict[str, Any]]:
-        stored = self.service.storage.load(AUDIT_SCOPE).memory
+        stored = self.service.load(AUDIT_SCOPE).memory
         return list((stored.model_extra or {}).get(AUDIT_KEY) or [])
 
     def version(self, user: str, fact_id: str, agent: str | None = None) -> str:
@@ -524,7 +524,7 @@ class ConsoleApiCases:
         console.seed("bob", [fact("b1", "Rides a bike")])
         console.seed("bobby", [fact("y1", "Likes kites")])
         ok(api.post("/api/facts", json={"user": "bob", "content": "Has a dog"}), 201)  # audit
-        assert RESERVED_USER in {s.user_id for s in console.service.storage.list_scopes()}
+        assert RESERVED_USER in {s.user_id for s in console.service.list_scopes()}
         users = ok(api.get("/api/users"))
         assert users == {
             "total": 3,
@@ -571,7 +571,7 @@ class ConsoleApiCases:
     ) -> None:
         console.seed_alice()
         ok(api.post("/api/facts", json={"user": "alice", "content": "Plays chess"}), 201)
-        assert AUDIT_SCOPE in console.service.storage.list_scopes()
+        assert AUDIT_SCOPE in console.service.list_scopes()
         assert RESERVED_USER not in json.dumps(ok(api.get("/api/users")))
         assert ok(api.get("/api/users", params={"q": "deermem"}))["users"] == []
         for path in ("/api/memory", "/api/facts", "/api/export"):
@@ -630,7 +630,7 @@ class ConsoleApiCases:
             drop = {"user": "nobody", "version": "v"}
             assert_error(api.delete("/api/facts/f_tea", params=drop), 404, "user")
         assert_error(api.post("/api/explain", json={"user": "nobody", "message": "hi"}), 404)
-        assert "nobody" not in {s.user_id for s in console.service.storage.list_scopes()}
+        assert "nobody" not in {s.user_id for s in console.service.list_scopes()}
         assert_error(api.get("/api/memory"), 422, "user")  # no user at all
         assert_error(api.get("/api/memory", params={"user": ""}), 422, "user")
 
@@ -1034,7 +1034,7 @@ class ConsoleApiCases:
         assert isinstance(receipt, list) and len(receipt) >= 3
         assert any("audit log" in line and "2" in line for line in receipt), receipt
         # bob is gone, everywhere
-        assert "bob" not in {s.user_id for s in console.service.storage.list_scopes()}
+        assert "bob" not in {s.user_id for s in console.service.list_scopes()}
         assert [u["user"] for u in ok(api.get("/api/users"))["users"]] == ["alice", "bobby"]
         assert_error(api.get("/api/memory", params={"user": "bob"}), 404)
         assert_error(api.get("/api/memory", params={"user": "bob", "agent": "planner"}), 404)

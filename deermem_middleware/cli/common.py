@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from deermem_middleware.memory.document import Fact, Memory
     from deermem_middleware.runtime.service import MemoryService
-    from deermem_middleware.storage.base import MemoryScope, MemoryStorage
+    from deermem_middleware.storage.base import MemoryScope
 
 
 __all__: list[str] = []  # private: the command is the interface
@@ -182,19 +182,6 @@ def _no_fact(fact_id: str, scope: MemoryScope) -> str:
     )
 
 
-def _storage_where(storage: MemoryStorage) -> str:
-    """The storage as a whole, for people: the JSON files' root folder, the store's kind."""
-    from deermem_middleware.storage.json_file import JSONFileStorage
-    from deermem_middleware.storage.store import StoreStorage
-
-    storage = storage.innermost
-    if isinstance(storage, JSONFileStorage):
-        return str(storage.root)
-    if isinstance(storage, StoreStorage):
-        return f"{type(storage.store).__name__} (prefix {storage.prefix!r})"
-    return type(storage).__name__
-
-
 def _who(scope: MemoryScope) -> str:
     return f"user {scope.user_id!r}, agent {scope.agent_name!r}"
 
@@ -264,7 +251,7 @@ def _storage_guard(middleware: MemoryService) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        root = _storage_where(middleware.storage)
+        root = middleware.location()
         culprit = next((p for p in [Path(root), *Path(root).parents] if p.is_file()), None)
         if isinstance(exc, NotADirectoryError) and culprit is not None:
             raise UsageError(

@@ -15,7 +15,7 @@ import socket
 import sys
 from pathlib import Path
 
-from deermem_middleware.cli.common import UsageError, _middleware, _storage_where
+from deermem_middleware.cli.common import UsageError, _middleware
 
 __all__: list[str] = []  # private: the command is the interface
 
@@ -101,7 +101,7 @@ def _console(args: argparse.Namespace) -> int:
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{port}/"
-        print(f"memory console on {base} (storage: {_storage_where(service.storage)})")
+        print(f"memory console on {base} (storage: {service.location()})")
         print(
             f"one-time login link for {link_for.name!r} ({link_for.role}, valid 15 minutes): "
             f"{base}login?token={auth.issue_link(link_for)}",

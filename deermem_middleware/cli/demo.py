@@ -143,7 +143,7 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
         out.write(f"LLM: {description}\n")
         middleware = MemoryMiddleware(config, model=model)
         report = DemoReport(
-            llm=description, memory_path=middleware.storage.describe(middleware.scope(USER_ID))
+            llm=description, memory_path=middleware.service.describe(middleware.scope(USER_ID))
         )
 
         def on_update(job: Any, outcome: Any) -> None:

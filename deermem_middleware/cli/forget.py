@@ -12,7 +12,6 @@ from deermem_middleware.cli.common import (
     UsageError,
     _find_fact,
     _opened,
-    _storage_where,
     _who,
 )
 from deermem_middleware.cli.facts import _remove_fact
@@ -48,7 +47,7 @@ def _forget(args: argparse.Namespace) -> int:
     with _opened(args) as middleware:
         agent = middleware.agent_name if args.agent is not None else None
         receipt = middleware.forget_user(args.user, agent, confirm)
-        where = _storage_where(middleware.storage)
+        where = middleware.location()
     if receipt is None:
         print("nothing deleted", file=sys.stderr)
         return EXIT_DECLINED
@@ -66,14 +65,14 @@ def _forget(args: argparse.Namespace) -> int:
 def _forget_fact(args: argparse.Namespace) -> int:
     with _opened(args) as middleware:
         scope = middleware.scope(args.user or "default")
-        fact = _find_fact(middleware.storage.load(scope).memory, args.fact, scope)
+        fact = _find_fact(middleware.load(scope).memory, args.fact, scope)
         if not args.yes and not _confirm(
             f"Erase fact {fact.id} ({fact.content!r}) from the memory of {_who(scope)}?"
         ):
             print("nothing deleted", file=sys.stderr)
             return EXIT_DECLINED
         removed, revision = _remove_fact(middleware, scope, args.fact)
-        where = middleware.storage.describe(scope)
+        where = middleware.describe(scope)
     print(f"forgot fact {removed.id} of {_who(scope)}:")
     print(f"  deleted from {where} (now revision {revision}): {removed.content}")
     print("  embedding cache and selection index of this document dropped")

@@ -28,12 +28,9 @@ __all__: list[str] = []  # private: the command is the interface
 def _deerflow_root(middleware: MemoryService) -> Path | None:
     """The storage root when it is a DeerFlow data folder (JSON-file storage only)."""
     from deermem_middleware.formats.deerflow_layout import is_deerflow_folder
-    from deermem_middleware.storage.json_file import JSONFileStorage
 
-    storage = middleware.storage.innermost
-    if isinstance(storage, JSONFileStorage) and is_deerflow_folder(storage.root):
-        return storage.root
-    return None
+    root = middleware.files_root()
+    return root if root is not None and is_deerflow_folder(root) else None
 
 
 def _deerflow_scope(root: Path, scope: MemoryScope) -> tuple[Memory, list[str]]:
@@ -52,8 +49,8 @@ def _show(args: argparse.Namespace) -> int:
 
     with _opened(args) as middleware, _storage_guard(middleware):
         scope = middleware.scope(args.user)
-        stored = middleware.storage.load(scope)
-        where = middleware.storage.describe(scope)
+        stored = middleware.load(scope)
+        where = middleware.describe(scope)
         deerflow = _deerflow_root(middleware)
         from_deerflow: list[str] = []
         if deerflow is not None:
@@ -124,7 +121,7 @@ def _search(args: argparse.Namespace) -> int:
 
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
-        total = sum(1 for f in middleware.storage.load(scope).memory.facts if f.status == "active")
+        total = sum(1 for f in middleware.load(scope).memory.facts if f.status == "active")
         ranked = middleware.select_facts(
             [HumanMessage(args.query)],
             user_id=scope.user_id,
@@ -177,15 +174,13 @@ def _routes(routes: dict[str, float]) -> str:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from deermem_middleware.injection.explain import explain_report
-
     with _opened(args) as middleware:
         scope = middleware.scope(args.user)
         middleware.warm_up(scope.user_id, scope.agent_name)
         injected = bool(
             getattr(args, "memory_enabled", True) and middleware.config.injection_enabled
         )
-        report = explain_report(middleware, scope, args.message, injection_enabled=injected)
+        report = middleware.explain_report(scope, args.message, injection_enabled=injected)
     if args.json:
         print(_dump(report))
         return 0

@@ -52,7 +52,7 @@ def _export(args: argparse.Namespace) -> int:
         return _export_v2(args)
     with _opened(args) as middleware, _storage_guard(middleware):
         scope = middleware.scope(args.user)
-        stored = middleware.storage.load(scope)
+        stored = middleware.load(scope)
     if args.format == "deerflow":
         document = _deerflow_document(stored.memory)
     else:
@@ -91,12 +91,10 @@ def _export_v2(args: argparse.Namespace) -> int:
         if args.agent is not None:
             agents = [middleware.scope(args.user).agent_name]
         else:
-            agents = sorted(
-                s.agent_name for s in middleware.storage.list_scopes() if s.user_id == user
-            )
+            agents = sorted(s.agent_name for s in middleware.list_scopes() if s.user_id == user)
         documents = {}
         for agent in agents:
-            stored = middleware.storage.load(middleware.scope(user, agent))
+            stored = middleware.load(middleware.scope(user, agent))
             if stored.revision:
                 documents[agent] = stored.memory
     if not documents:

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import argparse
 
-from deermem_middleware.cli.common import _dump, _opened, _storage_where
+from deermem_middleware.cli.common import _dump, _opened
 
 __all__: list[str] = []  # private: the command is the interface
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from deermem_middleware.runtime.stats import describe_hit_rate, stats_items
+    from deermem_middleware.runtime.stats import describe_hit_rate
 
     with _opened(args) as middleware:
-        storage = middleware.storage
         agent_name = middleware.agent_name if args.agent is not None else None
-        items = stats_items(storage, middleware.journal, user=args.user, agent=agent_name)
-        where = _storage_where(storage)
+        items = middleware.stats(user=args.user, agent=agent_name)
+        where = middleware.location()
     if args.json:
         print(_dump(items))
         return 0

@@ -24,10 +24,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from deermem_middleware.memory.document import Memory
-from deermem_middleware.storage.base import RESERVED_USER, MemoryScope, MemoryStorage
+from deermem_middleware.storage.base import (
+    RESERVED_USER,
+    MemoryScope,
+    MemoryStorage,
+    Mutate,
+    StoredMemory,
+)
 
 __all__ = [
     "AUDIT_KEY",
@@ -119,10 +125,21 @@ def redacted(memory: Memory, user_id: str, agent_name: str | None) -> tuple[Memo
     return (_with(memory, entries) if count else memory), count
 
 
+class Documents(Protocol):
+    """Where the audit document lives: a :class:`MemoryStorage`, or the engine (its ``load``
+    and ``update``: the console reaches the storage through the engine's public surface)."""
+
+    def load(self, scope: MemoryScope) -> StoredMemory: ...
+
+    def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = ...) -> int: ...
+
+
 class AuditLog:
     """The audit log of one storage (see the module docstring)."""
 
-    def __init__(self, storage: MemoryStorage, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+    def __init__(
+        self, storage: Documents | MemoryStorage, max_entries: int = DEFAULT_MAX_ENTRIES
+    ) -> None:
         self.storage = storage
         self.max_entries = max_entries
 

@@ -70,7 +70,7 @@ class Console:
     audit: AuditLog = field(init=False)
 
     def __post_init__(self) -> None:
-        self.audit = AuditLog(self.service.storage, self.audit_max_entries)
+        self.audit = AuditLog(self.service, self.audit_max_entries)
 
     # -- credentials ------------------------------------------------------------------------
 

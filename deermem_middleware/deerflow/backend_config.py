@@ -17,11 +17,12 @@ from typing import Any, Final
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, convert_to_messages
 
-from deermem_middleware.config import MemoryConfig, memory_config_from_mapping
+from deermem_middleware.config import ConfigError, MemoryConfig, memory_config_from_mapping
 
 __all__ = [
     "HOST_HOOKS",
     "HostHooks",
+    "agent_config_from_backend_config",
     "host_chat_model",
     "memory_config_from_backend_config",
     "visible_messages",
@@ -68,6 +69,22 @@ def memory_config_from_backend_config(backend_config: Mapping[str, Any] | None) 
     """
     block = {k: v for k, v in (backend_config or {}).items() if k not in HOST_HOOKS}
     return memory_config_from_mapping(block, where=WHERE, deerflow=True, strict=False)
+
+
+def agent_config_from_backend_config(
+    backend_config: Mapping[str, Any] | None, agent_name: str
+) -> MemoryConfig:
+    """The configuration of ``agent_name``: ``backend_config`` with its ``agents.<agent_name>``
+    block laid over it key by key (as ``memory.agents.<name>`` in a config file), under that
+    agent's name. ``ConfigError`` when ``agents`` is not a mapping of mappings."""
+    block = {k: v for k, v in (backend_config or {}).items() if k != "agents"}
+    agents = (backend_config or {}).get("agents") or {}
+    own = agents.get(agent_name) if isinstance(agents, Mapping) else None
+    if not isinstance(agents, Mapping) or not isinstance(own, Mapping | None):
+        raise ConfigError(f"{WHERE}.agents must map agent names to settings")
+    block.update(own or {})
+    block["agent_name"] = agent_name
+    return memory_config_from_backend_config(block)
 
 
 @dataclass(frozen=True)

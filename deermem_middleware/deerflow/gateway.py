@@ -18,7 +18,7 @@ from deermem_middleware.injection.render import MEMORY_CLOSE, MEMORY_OPEN
 from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import SECTION_FIELDS, Memory
 from deermem_middleware.retrieval.selector import ScoredFact
-from deermem_middleware.storage.base import MemoryScope
+from deermem_middleware.storage.base import CorruptedMemoryError, MemoryScope, RevisionConflict
 
 __all__ = [
     "cleared",
@@ -27,6 +27,7 @@ __all__ = [
     "imported",
     "replacing",
     "search_hits",
+    "storage_errors",
     "unwrapped",
 ]
 
@@ -118,3 +119,15 @@ def replacing(incoming: Memory, memory: Memory) -> Memory:
     return incoming.model_copy(
         update={"watermarks": memory.watermarks, "carriedOver": memory.carriedOver}
     )
+
+
+@contextmanager
+def storage_errors(conflict: type[Exception], corruption: type[Exception]) -> Iterator[None]:
+    """A lost compare-and-set race as ``conflict`` (gateway: 409), unreadable stored memory as
+    ``corruption`` (gateway: 500): DeerFlow's error classes, passed in by the manager."""
+    try:
+        yield
+    except RevisionConflict as exc:
+        raise conflict(str(exc)) from exc
+    except CorruptedMemoryError as exc:
+        raise corruption(str(exc)) from exc

@@ -17,6 +17,8 @@ document shape (:func:`~deermem_middleware.formats.deerflow.to_deerflow`).
 Identity: ``user_id`` None (or blank) is our ``"default"`` user; ``agent_name`` None is the
 engine's agent (``backend_config["agent_name"]``, else ``__default__``) — DeerFlow's "global"
 memory. DeerFlow's gateway never names an agent, so its Memory page shows that agent's memory.
+An agent with settings of its own (``backend_config.agents.<name>``) is served by its own
+engine, chosen as the middleware and the node pair choose (:mod:`~..runtime.agents`).
 Files: ``<storage_path>/deermem_middleware/`` (see :func:`memory_config_from_backend_config`).
 
 This is the only module of the package that imports DeerFlow.
@@ -25,12 +27,12 @@ This is the only module of the package that imports DeerFlow.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, ClassVar, Final, Literal
 
 from deerflow.agents.memory.manager import MemoryManager  # type: ignore[import-not-found]
@@ -38,18 +40,19 @@ from langchain_core.messages import HumanMessage
 from pydantic import PrivateAttr
 
 from deermem_middleware.config import MemoryConfig
-from deermem_middleware.deerflow import gateway, turns
+from deermem_middleware.deerflow import edits, gateway, turns
 from deermem_middleware.deerflow.backend_config import (
     HOST_HOOKS,
     HostHooks,
+    agent_config_from_backend_config,
     host_chat_model,
     memory_config_from_backend_config,
     visible_messages,
 )
-from deermem_middleware.memory import manual
 from deermem_middleware.memory.document import Memory, new_fact_id, utc_now_iso
+from deermem_middleware.runtime.agents import AgentEngines
 from deermem_middleware.runtime.service import MemoryService
-from deermem_middleware.storage.base import CorruptedMemoryError, MemoryScope, RevisionConflict
+from deermem_middleware.storage.base import MemoryScope
 
 __all__ = [
     "HOST_HOOKS",
@@ -74,22 +77,26 @@ class _FallbackManagerError(RuntimeError):
 MemoryManagerError: type[RuntimeError] = getattr(
     _deerflow_manager, "MemoryManagerError", _FallbackManagerError
 )
-MemoryConflictError: type[RuntimeError] = getattr(
-    _deerflow_manager,
-    "MemoryConflictError",
-    type("MemoryConflictError", (MemoryManagerError,), {}),
-)
+
+
+def _deerflow_error(name: str) -> type[RuntimeError]:
+    """DeerFlow's error class ``name``; a ``MemoryManagerError`` of that name without it."""
+    found: type[RuntimeError] | None = getattr(_deerflow_manager, name, None)
+    return found or type(name, (MemoryManagerError,), {})
+
+
+MemoryConflictError = _deerflow_error("MemoryConflictError")
 """DeerFlow's error for a write that lost an optimistic-concurrency race (gateway: 409)."""
-MemoryCorruptionError: type[RuntimeError] = getattr(
-    _deerflow_manager,
-    "MemoryCorruptionError",
-    type("MemoryCorruptionError", (MemoryManagerError,), {}),
-)
+MemoryCorruptionError = _deerflow_error("MemoryCorruptionError")
 """DeerFlow's error for stored memory that cannot be read safely (gateway: 500)."""
 
 
 EVERY_FACT: Final = 10**9
 """``top_k`` that ranks every fact (a category-filtered search cuts after filtering)."""
+_storage_errors = functools.partial(
+    gateway.storage_errors, MemoryConflictError, MemoryCorruptionError
+)
+"""Our storage errors as DeerFlow's: a lost race (409), unreadable memory (500)."""
 CLOSE_SECONDS: Final = 2.0
 """``close`` releases the engine with this bound: ``shutdown_flush`` is the drain; what is left
 stays in the journal and runs at the next start."""
@@ -105,6 +112,8 @@ class DeermemMemoryManager(MemoryManager):
 
     _config: MemoryConfig = PrivateAttr()
     _service: MemoryService | None = PrivateAttr(default=None)
+    _agents: AgentEngines | None = PrivateAttr(default=None)
+    _host_model: Any = PrivateAttr(default=None)
     _hooks: HostHooks = PrivateAttr(default_factory=HostHooks)
     _model_once: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     """Taken (never released) by the one call that asks the host for its chat model."""
@@ -116,6 +125,13 @@ class DeermemMemoryManager(MemoryManager):
         self._config = memory_config_from_backend_config(self.backend_config)
         self._hooks = HostHooks.resolve(self.backend_config)
         self._service = MemoryService.acquire(self._config)
+        self._agents = AgentEngines(
+            self._service,
+            settings=lambda agent, _user: agent_config_from_backend_config(
+                self.backend_config, agent
+            ),
+            per_run=True,
+        )
 
     @classmethod
     def from_config(
@@ -147,29 +163,31 @@ class DeermemMemoryManager(MemoryManager):
         """Our configuration, as read from ``backend_config``."""
         return self._config
 
-    def _ensure_model(self, service: MemoryService) -> None:
-        """Hand the host's default chat model to the engine, once, when the config names none."""
-        if self._config.model is None and self._model_once.acquire(blocking=False):
-            model = host_chat_model(self._hooks.llm_factory)
-            if model is not None:
-                service.use_model(model)
+    def _engine(self, user_id: str | None, agent_name: str | None) -> MemoryService:
+        """The engine whose settings apply to this (user, agent): the agent's own, if any."""
+        agents = self._agents
+        if agents is None or self._service is None:
+            raise MemoryManagerError(f"{type(self).__name__} is closed")
+        user, agent = turns.identity(user_id, agent_name)
+        return agents.engine(agent, user)
 
-    @contextmanager
-    def _storage_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except RevisionConflict as exc:
-            raise MemoryConflictError(str(exc)) from exc
-        except CorruptedMemoryError as exc:
-            raise MemoryCorruptionError(str(exc)) from exc
+    def _ensure_model(self, service: MemoryService) -> None:
+        """Hand the host's chat model (asked for once) to an engine when the config names none."""
+        if self._config.model is not None:
+            return
+        if self._model_once.acquire(blocking=False):
+            self._host_model = host_chat_model(self._hooks.llm_factory)
+        if self._host_model is not None:
+            service.use_model(self._host_model)
 
     def _scope(self, user_id: str | None, agent_name: str | None) -> MemoryScope:
         return self.service.scope(*turns.identity(user_id, agent_name))
 
     def _write(self, scope: MemoryScope, change: Callable[[Memory], Memory]) -> dict[str, Any]:
         """``change`` under the storage's compare-and-set loop; the document it stored."""
-        with self._storage_errors(), gateway.fact_errors():
-            _, after, revision = self.service.change(scope, change)
+        agent = None if scope.agent_name == self.service.agent_name else scope.agent_name
+        with _storage_errors(), gateway.fact_errors():
+            _, after, revision = self._engine(scope.user_id, agent).change(scope, change)
         return gateway.document(after, revision)
 
     # -- tier 1 -----------------------------------------------------------------------------------
@@ -187,19 +205,13 @@ class DeermemMemoryManager(MemoryManager):
         self._capture(thread_id, messages, agent_name, user_id, now=False)
 
     def _capture(
-        self,
-        thread_id: str,
-        messages: list[Any],
-        agent_name: str | None,
-        user_id: str | None,
-        *,
-        now: bool,
+        self, thread_id: str, messages: list[Any], agent: str | None, user: str | None, now: bool
     ) -> None:
         try:
-            service = self.service
+            user, agent = turns.user_or_default(user), turns.agent_or_none(agent)
+            service = self._engine(user, agent)
             self._ensure_model(service)
             visible = visible_messages(messages, self._hooks.keep_hidden)
-            user, agent = turns.user_or_default(user_id), turns.agent_or_none(agent_name)
             service.end_turn(
                 visible, user_id=user, thread_id=thread_id or None, agent_name=agent, now=now
             )
@@ -224,10 +236,10 @@ class DeermemMemoryManager(MemoryManager):
         the system prompt) — and with none, by the query-less choice (guaranteed categories,
         then the most used, recent and confident facts, spread over topics). In tool mode the
         summaries only: the model searches the facts with DeerFlow's memory tools."""
-        service = self.service
+        user, agent = turns.identity(user_id, agent_name)
+        service = self._engine(user, agent)
         if not service.injecting:
             return ""
-        user, agent = turns.identity(user_id, agent_name)
         said = self._turns.latest(user, agent, thread_id or None)
         messages = [HumanMessage(said)] if said else []
         # tool mode: DeerFlow tells the model that only the summaries are injected and that it
@@ -264,9 +276,9 @@ class DeermemMemoryManager(MemoryManager):
         applies before the cut): ``id, content, category, confidence, createdAt, score``."""
         if top_k <= 0:
             return []
-        service = self.service
+        service = self._engine(user_id, agent_name)
         messages = [HumanMessage(query)] if isinstance(query, str) and query.strip() else []
-        with self._storage_errors():
+        with _storage_errors():
             picks = service.select_facts(
                 messages,
                 user_id=turns.user_or_default(user_id),
@@ -284,8 +296,8 @@ class DeermemMemoryManager(MemoryManager):
         """The bucket's memory as DeerFlow's v1.0 document (active facts; ``lastUpdated`` always
         a time) plus our ``revision``."""
         scope = self._scope(user_id, agent_name)
-        with self._storage_errors():
-            stored = self.service.storage.load(scope)
+        with _storage_errors():
+            stored = self._engine(user_id, agent_name).load(scope)
         return gateway.document(stored.memory, stored.revision)
 
     def export_memory(
@@ -305,8 +317,8 @@ class DeermemMemoryManager(MemoryManager):
     ) -> None:
         """Erase the user's memory (one agent's with ``agent_name``; None: all of the user's):
         documents, pending captures, indexes (:meth:`MemoryService.forget_user`)."""
-        with self._storage_errors():
-            self.service.forget_user(*turns.identity(user_id, agent_name))
+        with _storage_errors():
+            self._engine(user_id, agent_name).forget_user(*turns.identity(user_id, agent_name))
 
     def clear_memory(
         self,
@@ -322,8 +334,8 @@ class DeermemMemoryManager(MemoryManager):
         requested = self._scope(user, agent)
         scopes = {requested}
         if agent is None:
-            with self._storage_errors():
-                scopes.update(s for s in service.storage.list_scopes() if s.user_id == user)
+            with _storage_errors():
+                scopes.update(s for s in service.list_scopes() if s.user_id == user)
         now = utc_now_iso()
         documents = {s: self._write(s, lambda m: gateway.cleared(m, now)) for s in sorted(scopes)}
         return documents[requested]
@@ -347,21 +359,20 @@ class DeermemMemoryManager(MemoryManager):
         """Run every pending update now; True only when all finished within ``timeout`` seconds
         (a hard bound: what is still running goes on in the background, and the journal keeps
         what did not finish for the next start)."""
-        service = self._service
-        if service is None:
+        agents = self._agents
+        if self._service is None or agents is None:
             return True
-        self._ensure_model(service)
         seconds = float(timeout) if isinstance(timeout, int | float) else 0.0
         if not math.isfinite(seconds) or seconds <= 0:
             seconds = 0.001
-        return service.flush(seconds)
+        return agents.flush_within(seconds, before=self._ensure_model)
 
     # -- tier 3 -----------------------------------------------------------------------------------
 
     def warm(self) -> bool | None:
         """Load what the first injection needs (the token counter); True when ready."""
         try:
-            self.service.recall.count_tokens("warm up")
+            self.service.count_tokens("warm up")
         except Exception:
             logger.exception("memory: warming up failed")
             return False
@@ -374,7 +385,7 @@ class DeermemMemoryManager(MemoryManager):
         agent_name: str | None = None,
     ) -> dict[str, Any]:
         """Drop the bucket's cached index and read it from storage again."""
-        self.service.selector.forget(self._scope(user_id, agent_name))
+        self._engine(user_id, agent_name).forget_cached(self._scope(user_id, agent_name))
         return self.get_memory(user_id=user_id, agent_name=agent_name)
 
     def create_fact(
@@ -390,18 +401,8 @@ class DeermemMemoryManager(MemoryManager):
         ``source`` reads ``"manual"``). ValueError ``"content"`` (blank or too long),
         ``"confidence"`` or ``"Duplicate fact"``."""
         fact_id = new_fact_id()
-
-        def add(memory: Memory) -> Memory:  # checks the text, category and confidence itself
-            return manual.add_fact(
-                memory,
-                content,
-                fact_id=fact_id,
-                now=utc_now_iso(),
-                category=category,
-                confidence=confidence,
-            )
-
-        return self._write(self._scope(user_id, agent_name), add), fact_id
+        change = edits.adding(content, fact_id, category, confidence)
+        return self._write(self._scope(user_id, agent_name), change), fact_id
 
     def delete_fact(
         self,
@@ -411,11 +412,7 @@ class DeermemMemoryManager(MemoryManager):
         user_id: str | None = None,
     ) -> dict[str, Any]:
         """Remove one fact; KeyError when the bucket has none with this id."""
-
-        def remove(memory: Memory) -> Memory:
-            return manual.remove_fact(memory, fact_id, now=utc_now_iso())
-
-        return self._write(self._scope(user_id, agent_name), remove)
+        return self._write(self._scope(user_id, agent_name), edits.removing(fact_id))
 
     def update_fact(
         self,
@@ -430,20 +427,8 @@ class DeermemMemoryManager(MemoryManager):
         """Change the given fields of one fact, keep the others; the fact becomes ``manual``.
         KeyError when missing; ValueError like :meth:`create_fact`."""
         with gateway.fact_errors():  # bad values are refused before the fact is looked up
-            text = manual.checked_text(content) if content is not None else None
-            number = manual.checked_confidence(confidence) if confidence is not None else None
-
-        def edit(memory: Memory) -> Memory:
-            return manual.edit_fact(
-                memory,
-                fact_id,
-                now=utc_now_iso(),
-                content=text,
-                category=category,
-                confidence=number,
-            )
-
-        return self._write(self._scope(user_id, agent_name), edit)
+            change = edits.editing(fact_id, content, category, confidence)
+        return self._write(self._scope(user_id, agent_name), change)
 
     def on_turn_start(self, turn_number: int, message: Any, **kwargs: Any) -> None:
         """Remember the user's message of this turn: :meth:`get_context` ranks facts by it.
@@ -509,5 +494,6 @@ class DeermemMemoryManager(MemoryManager):
         """Release the engine (the last manager of a config closes it); idempotent."""
         with self._lock:
             service, self._service = self._service, None
-        if service is not None:
-            service.release(CLOSE_SECONDS)
+            agents, self._agents = self._agents, None
+        if service is not None and agents is not None:
+            agents.release(CLOSE_SECONDS)

@@ -27,10 +27,10 @@ from deermem_middleware.retrieval.routes import ROUTES, Route
 
 if TYPE_CHECKING:
     from deermem_middleware.config import MemoryConfig
-    from deermem_middleware.memory.document import Fact
+    from deermem_middleware.injection.recall import Recall
+    from deermem_middleware.memory.document import Fact, Memory
     from deermem_middleware.retrieval.params import SelectionParams
     from deermem_middleware.retrieval.ranking import ScoredFact
-    from deermem_middleware.runtime.service import MemoryService
     from deermem_middleware.storage.base import MemoryScope
 
 __all__ = ["describe_intent", "explain_report"]
@@ -137,7 +137,8 @@ def _other_reason(fact: Fact, config: MemoryConfig, top_k: int, *, nothing_fit: 
 
 
 def explain_report(
-    service: MemoryService,
+    recall: Recall,
+    memory: Memory,
     scope: MemoryScope,
     message: str,
     *,
@@ -156,16 +157,16 @@ def explain_report(
     (every other stored fact: ``id``, ``content``, ``category``, ``status``, ``reason``),
     ``blockTokens``, ``maxInjectionTokens``, ``tokenCounting`` and ``block`` (the exact text).
 
-    The document is loaded once, so the rows and ``others`` describe the same revision. The
-    selection uses whatever index the service holds: call ``service.warm_up`` first for the
-    embedding channel. ``injection_enabled``: None reads ``service.config.injection_enabled``
-    (a host that turns memory off for a run passes its own answer).
+    ``memory`` is the document of ``scope``, loaded once by the caller
+    (:meth:`MemoryService.explain_report`), so the rows and ``others`` describe the same
+    revision. The selection uses whatever index ``recall``'s selector holds: warm it up first
+    for the embedding channel. ``injection_enabled``: None reads the config's
+    ``injection_enabled`` (a host that turns memory off for a run passes its own answer).
     """
-    config = service.config
-    selector = service.selector
+    config = recall.config
+    selector = recall.selector
     params = selector.params
-    memory = service.storage.load(scope).memory
-    rendered = service.recall.explain(scope, memory, [HumanMessage(message)])
+    rendered = recall.explain(scope, memory, [HumanMessage(message)])
     intent = query_time_intent(message, selector.clock())
     count = make_token_counter(config.token_counting)
     guaranteed = list(rendered.guaranteed)

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 from deermem_middleware.memory.conversation import merge_captures
 from deermem_middleware.runtime.handoff import Timing, decide
+from deermem_middleware.runtime.jobs import MAX_MERGED_TURNS, CaptureJob
 from deermem_middleware.runtime.scheduler import RetryLater
-from deermem_middleware.runtime.updater import MAX_MERGED_TURNS, CaptureJob
 from deermem_middleware.storage.base import MemoryScope, StorageError
 from deermem_middleware.storage.journal import PendingJournal
 from deermem_middleware.storage.pending import (

@@ -23,7 +23,7 @@ from deermem_middleware.runtime.scheduler import RetryLater
 
 if TYPE_CHECKING:
     from deermem_middleware.config import MemoryConfig
-    from deermem_middleware.runtime.updater import CaptureJob
+    from deermem_middleware.runtime.jobs import CaptureJob
 
 __all__ = ["CircuitBreaker", "describe_failure", "is_transient", "retry_for_failure"]
 
@@ -130,7 +130,7 @@ def retry_for_failure(
     - anything else (timeouts, 5xx, 429...): the breaker's back-off.
     """
     from deermem_middleware.extraction.extractor import ExtractionError
-    from deermem_middleware.runtime.updater import SaveFailed
+    from deermem_middleware.runtime.jobs import SaveFailed
     from deermem_middleware.storage.base import RevisionConflict, StorageError
 
     user, thread = job.scope.user_id, job.thread_id

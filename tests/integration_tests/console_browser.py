@@ -152,7 +152,7 @@ def seed(config: Path, documents: dict[tuple[str, str | None], dict[str, Any]]) 
     service = MemoryService(memory_config.model_copy(update={"enabled": False}))
     try:
         for (user, agent), data in documents.items():
-            service.storage.update(service.scope(user, agent), _replaced_by(data))
+            service._storage.update(service.scope(user, agent), _replaced_by(data))
     finally:
         service.close(timeout=5.0)
 

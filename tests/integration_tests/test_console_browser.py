@@ -590,7 +590,7 @@ def test_the_page_works_mounted_under_a_prefix(
             assert page.url.startswith(f"{root}/memory/")
             assert [c["path"] for c in page.context.cookies()] == ["/memory"]
             page.context.close()
-        doc = service.storage.load(service.scope("alice")).memory
+        doc = service.load(service.scope("alice")).memory
         assert [f.content for f in doc.facts] == ["Prefers Rust"]
     finally:
         service.close(timeout=5.0)

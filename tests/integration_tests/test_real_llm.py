@@ -85,7 +85,7 @@ def _setup(local_llm: LocalLLMServer, tmp_path: Path) -> tuple[MemoryMiddleware,
         middleware=[middleware],
         checkpointer=InMemorySaver(),
     )
-    return middleware, agent, Path(middleware.storage.describe(middleware.scope("maya")))
+    return middleware, agent, Path(middleware.service._storage.describe(middleware.scope("maya")))
 
 
 def _check_memory_file(path: Path) -> dict[str, Any]:
@@ -167,7 +167,7 @@ def test_provider_local_config_starts_and_stops_its_own_server(tmp_path: Path) -
     (server,) = middleware.service._resources
     pid = server.pid
     assert pid is not None and _alive(pid)
-    stored = middleware.storage.load(middleware.scope("maya"))
+    stored = middleware.service.load(middleware.scope("maya"))
     assert stored.revision >= 1
     assert "t1" in stored.memory.watermarks
     middleware.close()

@@ -39,10 +39,10 @@ def _scopes(users: list[str]) -> list[MemoryScope]:
 
 
 def _seed(service: MemoryService, scopes: list[MemoryScope]) -> None:
-    assert service.journal is not None
+    assert service._journal is not None
     for scope in scopes:
-        service.storage.save(scope, memory(f"{scope.user_id}|{scope.agent_name}"), 0)
-        service.journal.put(scope, "thread-1", turns(f"pending {scope.user_id}", "ok"))
+        service._storage.save(scope, memory(f"{scope.user_id}|{scope.agent_name}"), 0)
+        service._journal.put(scope, "thread-1", turns(f"pending {scope.user_id}", "ok"))
 
 
 @pytest.mark.parametrize(("user", "agent", "neighbours"), CASES, ids=CASE_IDS)
@@ -65,8 +65,8 @@ def test_forget_keeps_look_alike_users_and_agents(
             assert contents(backend.storage.load(scope).memory) == [
                 f"{scope.user_id}|{scope.agent_name}"
             ]
-        assert service.journal is not None
-        assert sorted(e.scope for e in service.journal.entries()) == sorted(kept)
+        assert service._journal is not None
+        assert sorted(e.scope for e in service.pending_entries()) == sorted(kept)
     finally:
         service.close()
 

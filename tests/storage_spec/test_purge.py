@@ -167,8 +167,8 @@ def _service(storage: MemoryStorage, tmp_path: Path, **kwargs: Any) -> MemorySer
 
 def test_forget_user_drops_pending_captures_and_documents(backend: Backend, tmp_path: Path) -> None:
     service = _service(backend.storage, tmp_path)
-    assert service.journal is not None
-    populate(backend, service.journal)
+    assert service._journal is not None
+    populate(backend, service._journal)
     try:
         seen: list[list[MemoryScope]] = []
         receipt = service.forget_user(URSULA, confirm=lambda scopes: seen.append(scopes) or True)
@@ -178,33 +178,33 @@ def test_forget_user_drops_pending_captures_and_documents(backend: Backend, tmp_
     assert seen == [[CODER, PLANNER]]
     assert (receipt.documents, receipt.facts, receipt.pending) == (2, 2, 2)
     assert "pending captures of agent 'planner': 1" in receipt.lines
-    assert pending_of(service.journal) == {VICTORS}
+    assert pending_of(service._journal) == {VICTORS}
     assert backend.traces(*URSULA_NEEDLES) == []
     assert backend.storage.list_scopes() == [VICTORS]
 
 
 def test_forget_user_of_one_agent(backend: Backend, tmp_path: Path) -> None:
     service = _service(backend.storage, tmp_path)
-    assert service.journal is not None
-    populate(backend, service.journal)
+    assert service._journal is not None
+    populate(backend, service._journal)
     try:
         receipt = service.forget_user(URSULA, "planner")
     finally:
         service.close()
     assert receipt is not None
     assert (receipt.documents, receipt.pending, receipt.texts) == (1, 1, [FACTS[PLANNER]])
-    assert pending_of(service.journal) == {CODER, VICTORS}
+    assert pending_of(service._journal) == {CODER, VICTORS}
     assert sorted(backend.storage.list_scopes()) == sorted([CODER, VICTORS])
 
 
 def test_forget_user_declined_deletes_nothing(backend: Backend, tmp_path: Path) -> None:
     service = _service(backend.storage, tmp_path)
-    assert service.journal is not None
-    populate(backend, service.journal)
+    assert service._journal is not None
+    populate(backend, service._journal)
     before = backend.held()
     try:
         assert service.forget_user(URSULA, confirm=lambda scopes: False) is None
-        assert pending_of(service.journal) == {PLANNER, CODER, VICTORS}
+        assert pending_of(service._journal) == {PLANNER, CODER, VICTORS}
     finally:
         service.close()
     assert backend.held() == before
@@ -214,9 +214,9 @@ def test_forget_user_drops_the_vectors_of_the_deleted_facts(
     backend: Backend, tmp_path: Path
 ) -> None:
     service = _service(backend.storage, tmp_path, embeddings=DeterministicFakeEmbedding(size=8))
-    assert service.journal is not None and service.selector.embeddings is not None
-    populate(backend, service.journal)
-    vectors = service.selector.embeddings
+    assert service._journal is not None and service._selector.embeddings is not None
+    populate(backend, service._journal)
+    vectors = service._selector.embeddings
     vectors.embed([*FACTS.values(), VICTOR_FACT])
     try:
         receipt = service.forget_user(URSULA)

@@ -18,7 +18,7 @@ from tests.unit_tests.test_nodes import _graph
 
 
 def _record_journal_threads(mw: MemoryMiddleware) -> list[threading.Thread]:
-    journal = mw.service.journal
+    journal = mw.service._journal
     assert journal is not None
     original = journal.put
     threads: list[threading.Thread] = []
@@ -44,7 +44,7 @@ async def test_the_middleware_journals_async_captures_off_the_event_loop(
     )
     assert threads, "the capture was not journaled"
     assert all(t is not loop_thread for t in threads)
-    assert mw.service.journal is not None and len(mw.service.journal.entries()) == 1
+    assert mw.service._journal is not None and len(mw.service.pending_entries()) == 1
     await mw.aclose()
 
 

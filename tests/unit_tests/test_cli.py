@@ -476,8 +476,8 @@ def test_forget_on_a_database_storage(tmp_path: Path, capsys: pytest.CaptureFixt
         middleware.close()
     idle = MemoryMiddleware(load_memory_config(config_path))
     _talk(idle, URSULA, URSULA_PENDING, "t2")
-    store = idle.storage.store  # type: ignore[attr-defined]
-    namespace = idle.storage.namespace(MemoryScope(URSULA, AGENT))  # type: ignore[attr-defined]
+    store = idle.service._storage.store  # type: ignore[attr-defined]
+    namespace = idle.service._storage.namespace(MemoryScope(URSULA, AGENT))  # type: ignore[attr-defined]
     store.put(namespace, "corrupted-20260101T000000Z", {"value": URSULA_CORRUPTED}, index=False)
     idle.close(timeout=2)
 
@@ -488,7 +488,7 @@ def test_forget_on_a_database_storage(tmp_path: Path, capsys: pytest.CaptureFixt
 
     check = MemoryMiddleware(load_memory_config(config_path))
     try:
-        items = check.storage.store.search((), limit=1000)  # type: ignore[attr-defined]
+        items = check.service._storage.store.search((), limit=1000)  # type: ignore[attr-defined]
         text = json.dumps([[list(i.namespace), i.key, i.value] for i in items])
         assert URSULA_FACTS[0] not in text and URSULA_PENDING not in text
         assert encode_name(URSULA) not in text and URSULA_CORRUPTED not in text

@@ -401,7 +401,7 @@ def test_facts_added_by_hand_never_carry_a_null_source(build: Build) -> None:
     for fact in _gateway(manager.get_memory()).facts:
         assert fact.source == "manual"
     service = manager.service
-    stored = json.loads(service.storage.path_for(service.scope()).read_text(encoding="utf-8"))
+    stored = json.loads(service._storage.path_for(service.scope()).read_text(encoding="utf-8"))
     (fact,) = stored["facts"]
     assert "source" not in fact and fact["manual"] is True
 
@@ -458,7 +458,7 @@ def test_lost_races_and_unreadable_memory_raise_deerflows_errors(
     contract: ModuleType, build: Build, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manager = build({"storage": {"backend": "memory"}})  # a store: compare-and-set on save
-    storage = manager.service.storage.innermost  # under the DeerFlow carry-over
+    storage = manager.service._storage.innermost  # under the DeerFlow carry-over
     _, fact_id = manager.create_fact("User plays chess", "context", 0.8)
 
     def always_behind(scope: Any, memory: Any, expected_revision: int) -> int:
@@ -516,7 +516,7 @@ def test_clear_import_and_delete_follow_the_gateways_meaning(build: Build) -> No
     assert manager.export_memory(user_id="kim") == manager.get_memory(user_id="kim")
     manager.delete_memory(user_id="lee")
     assert manager.get_memory(user_id="lee")["facts"] == []
-    assert all(s.user_id != "lee" for s in manager.service.storage.list_scopes())
+    assert all(s.user_id != "lee" for s in manager.service.list_scopes())
 
 
 # -- injection and search -----------------------------------------------------------------------
@@ -593,7 +593,7 @@ def test_get_context_stays_within_the_token_budget(build: Build) -> None:
         manager.create_fact(f"User collected vintage postcard number {number} from Porto")
     block = manager.get_context(None)
     assert 0 < len(_fact_lines(block)) < 40
-    assert manager.service.recall.count_tokens(block) <= 120
+    assert manager.service._recall.count_tokens(block) <= 120
     assert build({"injection_enabled": False}).get_context(None) == ""
 
 
@@ -718,7 +718,7 @@ def test_add_nowait_runs_only_its_own_thread_now(build: Build) -> None:
         return [f["content"] for f in manager.get_memory(user_id="u")["facts"]]
 
     assert _wait_for(lambda: facts() == ["User is moving to Oslo"])
-    assert _wait_for(lambda: manager.service.scheduler.pending() == 1)  # "bees" still waits
+    assert _wait_for(lambda: manager.service._scheduler.pending() == 1)  # "bees" still waits
     assert len(model.calls) == 1 and facts() == ["User is moving to Oslo"]
     assert manager.shutdown_flush(10.0) is True
     assert facts() == ["User is moving to Oslo", "User keeps bees"]
@@ -780,7 +780,50 @@ def test_deerflows_turns_feed_the_usage_signal(build: Build) -> None:
     manager.add("t1", [question, answer], user_id="alice")
     service = manager.service
     scope = service.scope("alice")
-    used = service.injections._used.get(scope, {})
+    used = service._injections._used.get(scope, {})
     assert len(used) == 1 and next(iter(used.values())) == 1
     fact_id = next(iter(used))
     assert any(f.id == fact_id and f.content == top for f in service.get_memory("alice").facts)
+
+
+# -- per-agent settings ---------------------------------------------------------------------------
+
+
+def test_an_agents_own_settings_apply_to_its_calls(build: Build) -> None:
+    """``backend_config.agents.<name>`` gives an agent its own settings, as ``memory.agents`` does
+    for the middleware and the node pair: ``brief`` injects one fact, ``quiet`` none, and an
+    agent without settings of its own gets the backend's."""
+    manager = build(
+        {
+            "top_k": 4,
+            "agents": {"brief": {"top_k": 1}, "quiet": {"injection_enabled": False}},
+        }
+    )
+    for agent in ("brief", "quiet", "coder", None):
+        for fact in (*BAKING, *CYCLING):
+            manager.create_fact(fact, "preference", 0.9, user_id="alice", agent_name=agent)
+    assert len(_fact_lines(manager.get_context("alice", agent_name="coder"))) == 4
+    assert len(_fact_lines(manager.get_context("alice", agent_name="brief"))) == 1
+    assert manager.get_context("alice", agent_name="quiet") == ""
+    assert len(_fact_lines(manager.get_context("alice"))) == 4  # DeerFlow's "global" memory
+    # each agent's memory is its own, whichever engine serves it
+    assert len(manager.get_memory(user_id="alice", agent_name="brief")["facts"]) == 4
+    manager.delete_memory(user_id="alice", agent_name="brief")
+    assert manager.get_memory(user_id="alice", agent_name="brief")["facts"] == []
+    assert len(manager.get_memory(user_id="alice")["facts"]) == 4
+    assert manager.shutdown_flush(5.0)
+
+
+def test_an_agents_captures_follow_its_own_switch(build: Build) -> None:
+    """``enabled: false`` for one agent: its turns are not extracted; another agent's are."""
+    extractor = ScriptedChatModel(
+        answers=[update_json(facts=[("The user writes Go", "knowledge", 0.9)])]
+    )
+    manager = build({"agents": {"quiet": {"enabled": False}}}, model=extractor)
+    said = _conversation(("I write Go services.", "Noted."))
+    manager.add_nowait("t-quiet", said, user_id="alice", agent_name="quiet")
+    manager.add_nowait("t-coder", said, user_id="alice", agent_name="coder")
+    assert manager.shutdown_flush(10.0)
+    assert len(extractor.calls) == 1
+    assert manager.get_memory(user_id="alice", agent_name="coder")["facts"]
+    assert manager.get_memory(user_id="alice", agent_name="quiet")["facts"] == []

@@ -82,7 +82,7 @@ def test_a_two_day_outage_keeps_the_work_pending_until_the_endpoint_is_back(
     config = _config(tmp_path, retry_base_seconds=0.01, retry_max_seconds=0.05)
     mw = MemoryMiddleware(config, model=stub.model(timeout=5))
     # two days of a dead endpoint at a 2 s base and a 300 s cap: well over 1,025 failures
-    mw.breaker.failures = 2 * 86_400 // 300 * 3
+    mw.service._breaker.failures = 2 * 86_400 // 300 * 3
     mw.capture(
         [HumanMessage("I write Go at a payments company."), AIMessage("Nice.")],
         user_id="alice",
@@ -93,8 +93,8 @@ def test_a_two_day_outage_keeps_the_work_pending_until_the_endpoint_is_back(
         time.sleep(0.01)
     assert len(stub.requests) >= 3  # it kept probing
     assert mw.flush(timeout=0.2) is False  # still down: not "done"
-    assert mw.scheduler.pending() == 1
-    assert len(mw.journal.entries()) == 1  # type: ignore[union-attr]
+    assert mw.service._scheduler.pending() == 1
+    assert len(mw.service.pending_entries()) == 1
     down = False
     deadline = time.monotonic() + 10
     while not mw.get_memory("alice").facts and time.monotonic() < deadline:
@@ -400,7 +400,7 @@ def test_a_lone_surrogate_user_id_is_refused_at_capture_and_others_go_on(
     assert mw.flush(timeout=5)
     assert time.monotonic() - started < 5
     assert [marker_of(f.content) for f in mw.get_memory("bob").facts] == ["S3-C002"]
-    assert mw.breaker.failures == 0
+    assert mw.service._breaker.failures == 0
     mw.close()
 
 
@@ -413,7 +413,7 @@ def test_a_lone_surrogate_thread_id_gets_a_storable_key(tmp_path: Path) -> None:
     memory = mw.get_memory("alice")
     assert [marker_of(f.content) for f in memory.facts] == ["S4-C001"]
     assert list(memory.watermarks) == ["thread\\udc80"]
-    assert mw.breaker.failures == 0
+    assert mw.service._breaker.failures == 0
     mw.close()
 
 
@@ -447,7 +447,7 @@ def test_an_unsavable_update_calls_the_model_once_and_stalls_nobody(tmp_path: Pa
         time.sleep(0.01)
     assert storage.failed_saves >= 5  # retried ...
     assert [c.conversation for c in model.calls] == [("S5-C001",)]  # ... the save alone
-    assert mw.breaker.failures == 0 and not mw.breaker.is_open
+    assert mw.service._breaker.failures == 0 and not mw.service._breaker.is_open
     started = time.monotonic()
     assert mw.capture(_opening("S5-C002"), user_id="bob", thread_id="t2")
     deadline = time.monotonic() + 5

@@ -23,7 +23,7 @@ from deermem_middleware.formats.importing import (
     merge_memory,
     read_document_data,
 )
-from deermem_middleware.injection.explain import describe_intent, explain_report
+from deermem_middleware.injection.explain import describe_intent
 from deermem_middleware.memory.time import TimeIntent
 from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.runtime.stats import scope_stats
@@ -43,7 +43,7 @@ def make_service(tmp_path: Path) -> Iterator[Any]:
         service = MemoryService(memory_config(tmp_path / str(len(made)), **overrides))
         made.append(service)
         scope = service.scope("alice")
-        service.storage.save(scope, Memory(facts=facts), 0)
+        service._storage.save(scope, Memory(facts=facts), 0)
         return service, scope
 
     yield make
@@ -66,7 +66,7 @@ def test_explain_report_says_why_each_fact_is_in_the_block_or_not(make_service: 
         top_k=4,
         max_injection_tokens=110,  # the frame, the guaranteed fact and a line or two
     )
-    report = explain_report(service, scope, "Which language do I write backend services in?")
+    report = service.explain_report(scope, "Which language do I write backend services in?")
 
     rows = {r["id"]: r for r in report["facts"]}
     others = {o["id"]: o for o in report["others"]}
@@ -115,7 +115,7 @@ def test_explain_report_when_nothing_fits_and_when_injection_is_off(make_service
         _fact("fact_old", "Used to play chess", status="archived"),
         max_injection_tokens=10,  # not even the frame of the block
     )
-    report = explain_report(service, scope, "languages?", injection_enabled=False)
+    report = service.explain_report(scope, "languages?", injection_enabled=False)
     assert report["facts"] == [] and report["block"] == ""
     assert report["injectionEnabled"] is False
     reasons = {o["id"]: o["reason"] for o in report["others"]}
@@ -133,7 +133,7 @@ def test_a_guaranteed_fact_over_its_own_budget_is_named_as_such(make_service: An
         _fact("fact_sam", "Wants to be called Sam", category="correction"),
         guaranteed_token_budget=5,
     )
-    report = explain_report(service, scope, "Which language?")
+    report = service.explain_report(scope, "Which language?")
     (other,) = report["others"]
     assert other["id"] == "fact_sam"
     assert other["reason"] == (

@@ -185,7 +185,7 @@ def test_corrupted_memory_file_never_breaks_the_agent(
     memory_config: MemoryConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
     mw = MemoryMiddleware(memory_config, model=_extractor(GO_FACT))
-    path = Path(mw.storage.describe(mw.scope("alice")))
+    path = Path(mw.service._storage.describe(mw.scope("alice")))
     path.parent.mkdir(parents=True)
     path.write_text("{ not json", encoding="utf-8")
     model = RecordingAgentModel()
@@ -270,7 +270,7 @@ def test_yaml_two_agents_one_disabled(tmp_path: Path) -> None:
     assert not quiet.get_memory("alice").facts
 
     # even with a memory document present for the quiet agent, nothing is injected
-    quiet.storage.save(quiet.scope("alice"), coder.get_memory("alice"), 0)
+    quiet.service._storage.save(quiet.scope("alice"), coder.get_memory("alice"), 0)
     quiet_agent.invoke({"messages": [HumanMessage("Which language?")]}, _cfg("q2"))
     assert "<memory>" not in system_text(quiet_model.seen[-1])
     coder_agent.invoke({"messages": [HumanMessage("Which language?")]}, _cfg("c2"))
@@ -315,7 +315,7 @@ def test_pending_update_is_flushed_at_interpreter_exit(tmp_path: Path) -> None:
             user_id="u",
             thread_id="t",
         )
-        print("exiting with", mw.scheduler.pending(), "pending", flush=True)
+        print("exiting with", mw.service._scheduler.pending(), "pending", flush=True)
         """
     )
     root = Path(__file__).resolve().parents[2]

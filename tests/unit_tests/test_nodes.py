@@ -8,7 +8,14 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from deermem_middleware import MemoryConfig, MemoryMiddleware, MemoryNodes, MemoryState
+from deermem_middleware import (
+    MemoryConfig,
+    MemoryMiddleware,
+    MemoryNodes,
+    MemoryService,
+    MemoryState,
+)
+from deermem_middleware.memory.manual import add_fact
 from deermem_middleware.testing import (
     RecordingAgentModel,
     ScriptedChatModel,
@@ -131,3 +138,74 @@ def test_disabled_middleware_nodes_do_nothing(memory_config: MemoryConfig) -> No
     graph.invoke({"messages": [HumanMessage("I write backend services in Go.")]}, _cfg("A"))
     assert mw.flush(timeout=10)
     assert not mw.get_memory("alice").facts
+
+
+# -- per-agent settings -----------------------------------------------------------------------
+
+
+def _agents_yaml(tmp_path: Any) -> Any:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "memory:\n"
+        f"  storage_path: {tmp_path / 'memory'}\n"
+        "  debounce_seconds: 3600\n"
+        "  flush_on_exit_seconds: null\n"
+        "  embeddings: none\n"
+        "  top_k: 4\n"
+        "  agents:\n"
+        "    brief: {top_k: 1}\n"
+        "    quiet: {enabled: false}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _agent_cfg(thread: str, agent: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "user_id": "alice", "agent_name": agent}}
+
+
+def test_node_pair_honours_each_runs_agent_settings(tmp_path: Any) -> None:
+    """Built on a middleware with no agent named (as DeerFlow builds it), the node pair serves
+    each run with its agent's own settings, as the middleware does: ``brief`` (``top_k: 1``)
+    gets one fact, ``quiet`` (``enabled: false``) neither injects nor captures."""
+    extractor = ScriptedChatModel(answers=[update_json(facts=[(GO_FACT, "knowledge", 0.95)])])
+    mw = MemoryMiddleware.from_config(_agents_yaml(tmp_path), model=extractor)
+    nodes = MemoryNodes(mw)
+    model = RecordingAgentModel()
+    graph = _graph(nodes, model)
+    topics = ("Go services", "Go tooling", "Go testing", "Go modules")
+    for agent in ("brief", "quiet", "coder"):
+        for i, topic in enumerate(topics):
+            mw.service.change(
+                mw.scope("alice", agent),
+                lambda m, i=i, topic=topic: add_fact(
+                    m, f"The user asks about {topic}", fact_id=f"f{i}", now="2026-01-01T00:00:00Z"
+                ),
+            )
+
+    shown = {}
+    for agent in ("coder", "brief", "quiet"):
+        graph.invoke({"messages": [HumanMessage("Go questions?")]}, _agent_cfg(f"t-{agent}", agent))
+        shown[agent] = system_text(model.seen[-1]).count("The user asks about")
+    assert shown == {"coder": 4, "brief": 1, "quiet": 0}
+
+    assert mw.flush(timeout=10)
+    assert len(extractor.calls) == 2  # coder and brief; quiet captures nothing
+    mw.close()
+
+
+def test_node_pair_over_an_engine_scopes_each_run_by_its_agent(memory_config: MemoryConfig) -> None:
+    """Over a bare engine with no agent configured, a run naming its agent reads that agent's
+    memory, as the middleware's runs do."""
+    engine = MemoryService(memory_config)
+    model = RecordingAgentModel()
+    graph = _graph(MemoryNodes(engine), model)
+    engine.change(
+        engine.scope("alice", "coder"),
+        lambda m: add_fact(m, GO_FACT, fact_id="f1", now="2026-01-01T00:00:00Z"),
+    )
+    graph.invoke({"messages": [HumanMessage("Which language?")]}, _agent_cfg("t1", "coder"))
+    assert GO_FACT in system_text(model.seen[-1])
+    graph.invoke({"messages": [HumanMessage("Which language?")]}, _agent_cfg("t2", "writer"))
+    assert GO_FACT not in system_text(model.seen[-1])
+    engine.close()

@@ -17,7 +17,6 @@ from langchain_core.messages import HumanMessage
 from deermem_middleware import Fact, Memory, MemoryMiddleware
 from deermem_middleware.config import ConfigError, MemoryConfig
 from deermem_middleware.extraction.json_schema import update_json_schema
-from deermem_middleware.injection.explain import explain_report
 from deermem_middleware.memory.apply import apply_update
 from deermem_middleware.memory.document import MAX_ENTITIES
 from deermem_middleware.memory.update import MemoryUpdate
@@ -281,14 +280,14 @@ def test_a_bad_rule_is_a_config_error_naming_file_line_and_key(
 def service(tmp_path: Path) -> Iterator[tuple[MemoryService, MemoryScope]]:
     made = MemoryService(memory_config(tmp_path, top_k=5, recall_rules=RULES))
     scope = made.scope("alice")
-    made.storage.save(scope, _rule_memory(), 0)
+    made._storage.save(scope, _rule_memory(), 0)
     yield made, scope
     made.close()
 
 
 def test_explain_shows_the_rules_and_each_facts_routes(service: Any) -> None:
     made, scope = service
-    report = explain_report(made, scope, "ready to deploy the api on friday?")
+    report = made.explain_report(scope, "ready to deploy the api on friday?")
     assert report["recallRules"] == [
         {
             "name": "deployment",
@@ -303,7 +302,7 @@ def test_explain_shows_the_rules_and_each_facts_routes(service: Any) -> None:
     assert rows["fri"]["routes"]["rule"] == 1.0 and rows["fri"]["routes"]["lexical"] > 0
     assert rows["ctx"]["rule"] is None and "rule" not in rows["ctx"]["routes"]
     assert json.loads(json.dumps(report)) == report
-    quiet = explain_report(made, scope, "what should I bake?")
+    quiet = made.explain_report(scope, "what should I bake?")
     assert quiet["recallRules"][0]["applies"] is False
     assert all(r["rule"] is None for r in quiet["facts"])
 
@@ -311,13 +310,13 @@ def test_explain_shows_the_rules_and_each_facts_routes(service: Any) -> None:
 def test_explain_names_the_messages_entities(tmp_path: Path) -> None:
     made = MemoryService(memory_config(tmp_path))
     scope = made.scope("alice")
-    made.storage.save(
+    made._storage.save(
         scope,
         Memory(facts=(*_noise(30), make_fact("lis", "Spent a month in Lisbon"))),
         0,
     )
     try:
-        report = explain_report(made, scope, "what did I do in lisbon?")
+        report = made.explain_report(scope, "what did I do in lisbon?")
     finally:
         made.close()
     assert report["entityRoute"] == {"entities": ["lisbon"], "weight": 0.1}
@@ -329,7 +328,7 @@ def test_the_ledger_records_which_routes_found_each_injected_fact(tmp_path: Path
     config = memory_config(tmp_path, top_k=5, recall_rules=RULES)
     mw = MemoryMiddleware(config=config)
     scope = mw.scope("alice")
-    mw.service.storage.save(
+    mw.service._storage.save(
         scope,
         _rule_memory().model_copy(
             update={

@@ -123,9 +123,9 @@ def _orphan(journal_root: Path) -> None:
 def test_capture_is_journaled_until_stored(tmp_path: Path) -> None:
     mw = MemoryMiddleware(_config(tmp_path), model=marker_model())
     assert mw.capture(conversation("MK-1"), user_id="alice", thread_id="t1")
-    assert [e.thread_id for e in mw.journal.entries()] == ["t1"]  # type: ignore[union-attr]
+    assert [e.thread_id for e in mw.service.pending_entries()] == ["t1"]
     assert mw.flush(timeout=10)
-    assert mw.journal.entries() == []  # type: ignore[union-attr]
+    assert mw.service.pending_entries() == []
     assert [f.content for f in mw.get_memory("alice").facts] == ["User mentioned MK-1"]
     mw.close()
 
@@ -135,14 +135,14 @@ def test_pending_capture_survives_a_crash_exactly_once(tmp_path: Path) -> None:
     crashed = MemoryMiddleware(config, model=marker_model())
     crashed.capture(conversation("MK-7"), user_id="alice", thread_id="t1")
     crashed.capture(conversation("MK-8"), user_id="bob", thread_id="t2")
-    crashed.scheduler.close(0)  # the process "dies": nothing ran
+    crashed.service._scheduler.close(0)  # the process "dies": nothing ran
     _orphan(Path(config.storage_path) / "pending")
 
     restarted = MemoryMiddleware(config, model=marker_model())  # replays at construction
     assert restarted.flush(timeout=10)
     assert [f.content for f in restarted.get_memory("alice").facts] == ["User mentioned MK-7"]
     assert [f.content for f in restarted.get_memory("bob").facts] == ["User mentioned MK-8"]
-    assert restarted.journal.entries() == []  # type: ignore[union-attr]
+    assert restarted.service.pending_entries() == []
     restarted.close()
     again = MemoryMiddleware(config, model=marker_model())
     assert again.recover() == 0
@@ -166,7 +166,7 @@ def test_crash_between_save_and_journal_removal_applies_nothing_twice(tmp_path: 
     assert restarted.flush(timeout=10)
     assert [f.content for f in restarted.get_memory("alice").facts] == ["User mentioned MK-3"]
     assert model.calls == []  # the watermark shows the turns are stored: no extraction at all
-    assert restarted.journal.entries() == []  # type: ignore[union-attr]
+    assert restarted.service.pending_entries() == []
     restarted.close()
 
 
@@ -188,25 +188,25 @@ def test_no_model_keeps_the_capture_pending(tmp_path: Path) -> None:
     mw = MemoryMiddleware(_config(tmp_path))  # no extraction model yet
     mw.capture(conversation("MK-4"), user_id="alice", thread_id="t1")
     assert mw.flush(timeout=10)
-    assert len(mw.journal.entries()) == 1  # type: ignore[union-attr]
+    assert len(mw.service.pending_entries()) == 1
     mw.service.use_model(marker_model())  # the agent's (or the graph's) model becomes known
     assert mw.flush(timeout=10)
     assert [f.content for f in mw.get_memory("alice").facts] == ["User mentioned MK-4"]
-    assert mw.journal.entries() == []  # type: ignore[union-attr]
+    assert mw.service.pending_entries() == []
     mw.close()
 
 
 def test_journal_can_be_switched_off(tmp_path: Path) -> None:
     mw = MemoryMiddleware(_config(tmp_path, journal=False), model=marker_model())
     mw.capture(conversation("MK-5"), user_id="alice", thread_id="t1")
-    assert mw.journal is None
+    assert mw.service._journal is None
     assert not (Path(mw.config.storage_path) / "pending").exists()
     mw.close()
 
 
 def test_in_memory_storage_gets_an_in_memory_journal(tmp_path: Path) -> None:
     mw = MemoryMiddleware(_config(tmp_path), model=marker_model(), storage=InMemoryStorage())
-    assert isinstance(mw.journal, InMemoryJournal)
+    assert isinstance(mw.service._journal, InMemoryJournal)
     mw.close()
 
 
@@ -321,7 +321,7 @@ def test_real_chat_openai_failures_are_retried_until_success(
     ]
     assert mw.flush(timeout=10)  # the run that saved the facts also clears its journal entry
     assert len(stub.requests) == 5  # four failures, one success, nothing lost
-    assert mw.journal.entries() == []  # type: ignore[union-attr]
+    assert mw.service.pending_entries() == []
     assert "kept pending" in caplog.text and f"HTTP {status}" in caplog.text
     mw.close()
 
@@ -342,9 +342,9 @@ def test_dead_endpoint_does_not_spin_the_worker(tmp_path: Path) -> None:
     # with the breaker open, calls are about one per back-off period, not one per thread
     # per retry: 20 threads x (1 s / 0.05 s) would be ~400 without it
     assert len(stub.requests) < 60
-    assert mw.scheduler.stats.retried > 0
-    assert mw.scheduler.pending() == 20  # nothing dropped
-    assert len(mw.journal.entries()) == 20  # type: ignore[union-attr]
+    assert mw.service._scheduler.stats.retried > 0
+    assert mw.service._scheduler.pending() == 20  # nothing dropped
+    assert len(mw.service.pending_entries()) == 20
     assert mw.flush(timeout=1) is False
     mw.close(timeout=0)
 
@@ -362,8 +362,8 @@ def test_storage_errors_do_not_open_the_breaker(tmp_path: Path) -> None:
     mw = MemoryMiddleware(config, model=marker_model(), storage=BrokenStorage(tmp_path / "m"))
     mw.capture(conversation("MK-1"), user_id="alice", thread_id="t1")
     assert mw.flush(timeout=5) is False  # kept pending, backed off
-    assert mw.breaker.failures == 0
-    assert len(mw.journal.entries()) == 1  # type: ignore[union-attr]
+    assert mw.service._breaker.failures == 0
+    assert len(mw.service.pending_entries()) == 1
     mw.close(timeout=0)
 
 

@@ -155,7 +155,7 @@ def test_capture_now_runs_that_thread_and_leaves_the_others_pending(tmp_path: Pa
             return [marker_of(f.content) for f in service.get_memory("alice").facts]
 
         assert wait_until(lambda: markers() == ["F1-C002"])
-        assert wait_until(lambda: service.scheduler.pending() == 1)  # t1 keeps its debounce
+        assert wait_until(lambda: service._scheduler.pending() == 1)  # t1 keeps its debounce
         assert markers() == ["F1-C002"]
         assert service.flush(SAFETY)
         assert sorted(m for m in markers() if m) == ["F1-C001", "F1-C002"]

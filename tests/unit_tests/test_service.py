@@ -63,7 +63,7 @@ def test_a_thousand_constructions_keep_the_thread_count_flat(tmp_path: Path) -> 
         middleware.capture(_conversation(f"E2-C{number:03d}"), user_id="u", thread_id=f"t{number}")
         built.append(middleware)
     assert [t.name for t in threading.enumerate() if t not in baseline] == []
-    assert built[0].service.users == 1000 and built[0].scheduler.pending() == 1000
+    assert built[0].service.users == 1000 and built[0].service._scheduler.pending() == 1000
     for middleware in built[:-1]:
         middleware.close(timeout=0)
     assert not built[-1].service.closed  # closed with its last user, not before
@@ -142,7 +142,7 @@ def test_a_change_by_hand_drops_the_vectors_of_texts_gone(tmp_path: Path) -> Non
     now = "2026-12-01T00:00:00Z"
     service.change(scope, lambda m: manual.add_fact(m, "Writes Go", fact_id="f1", now=now))
     service.change(scope, lambda m: manual.add_fact(m, "Keeps bees", fact_id="f2", now=now))
-    store = service.selector.embeddings
+    store = service._selector.embeddings
     assert store is not None
     store.embed(["Writes Go", "Keeps bees"])
     assert store.missing(["Writes Go", "Keeps bees"]) == []

@@ -144,7 +144,7 @@ def engine_on(tmp_path: Path) -> Iterator[Callable[..., tuple[MemoryService, Out
 
     yield make
     for service in made:
-        service.storage.switch.set("up")  # type: ignore[attr-defined]
+        service._storage.switch.set("up")  # type: ignore[attr-defined]
         service.close(timeout=SAFETY)
 
 
@@ -275,8 +275,8 @@ def test_closing_an_engine_closes_its_storage_guard() -> None:
     service = MemoryService(
         MemoryConfig(enabled=True), storage=InMemoryStorage(), agent_name="guard-close-engine"
     )
-    service.hot_path.call("reading memory", lambda: None)
-    name = service.hot_path._runner._name
+    service._hot_path.call("reading memory", lambda: None)
+    name = service._hot_path._runner._name
     assert _guard_threads(name)
     service.close()
     for thread in _guard_threads(name):
@@ -330,7 +330,7 @@ def test_outage_turn_goes_on_without_memory_and_is_stored_after_recovery(
     )
     assert queued  # accepted: kept in this process while the storage is away
     assert "outage" not in storage.journal().written  # the journal write did not get through
-    assert service.scheduler.pending() == 1
+    assert service._scheduler.pending() == 1
 
     storage.switch.set("up")
     assert service.flush(timeout=SAFETY)

@@ -100,13 +100,13 @@ def test_middleware_on_a_store(kind: str, tmp_path: Path) -> None:
         mw = MemoryMiddleware(
             _config(tmp_path, backend="memory"), model=ScriptedChatModel(answers=[GO])
         )
-    assert isinstance(mw.storage, StoreStorage)
-    assert isinstance(mw.journal, StoreJournal)
+    assert isinstance(mw.service._storage, StoreStorage)
+    assert isinstance(mw.service._journal, StoreJournal)
     _converse(mw, "t1")
     assert [f.content for f in mw.get_memory("alice").facts] == [
         "User writes Go at a payments company"
     ]
-    assert mw.journal.entries() == []
+    assert mw.service.pending_entries() == []
     block = mw.render_memory([HumanMessage("Which language do I use?")], user_id="alice")
     assert "writes Go" in block
     _converse(mw, "t1")  # the same turns again: the watermark in the store skips them
@@ -117,5 +117,5 @@ def test_middleware_on_a_store(kind: str, tmp_path: Path) -> None:
 
 def test_file_backend_keeps_its_file_journal(tmp_path: Path) -> None:
     mw = MemoryMiddleware(_config(tmp_path), model=ScriptedChatModel(answers=[GO]))
-    assert isinstance(mw.journal, FileJournal)
+    assert isinstance(mw.service._journal, FileJournal)
     mw.close()

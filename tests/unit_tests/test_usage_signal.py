@@ -268,7 +268,7 @@ def _call(call_id: str) -> dict[str, Any]:
 def _seeded(config: MemoryConfig) -> MemoryMiddleware:
     middleware = MemoryMiddleware(config, model=ScriptedChatModel(answers=[update_json()]))
     facts = (make_fact("fact_peanuts", PEANUTS), make_fact("fact_berlin", BERLIN))
-    middleware.storage.save(SCOPE, Memory(facts=facts), 0)
+    middleware.service._storage.save(SCOPE, Memory(facts=facts), 0)
     return middleware
 
 
@@ -303,7 +303,7 @@ def test_usage_signal_through_a_create_agent_run(memory_config: MemoryConfig) ->
     assert middleware.flush(timeout=10)
     assert _counts(middleware) == {"fact_peanuts": (1, 1), "fact_berlin": (1, 0)}
 
-    item = scope_stats(middleware.storage, SCOPE, 0)
+    item = scope_stats(middleware.service._storage, SCOPE, 0)
     assert (item["used"], item["injections"], item["hitRate"]) == (1, 2, 0.5)
     # the next selection sees the counts: the used fact carries its usage part
     picks = middleware.select_facts([HumanMessage("peanuts")], user_id="alice")
@@ -347,7 +347,7 @@ def test_a_failing_estimate_never_fails_the_turn(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from deermem_middleware.runtime import service
+    from deermem_middleware.runtime import turns as service
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")

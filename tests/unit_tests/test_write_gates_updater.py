@@ -273,9 +273,9 @@ def test_the_engine_gives_the_grounding_gate_its_embedding_channel(tmp_path: Pat
         )
         try:
             extractor = FakeExtractor(update)
-            service.updater._extractor = lambda e=extractor: e  # type: ignore[assignment,misc]
-            service.updater.run(CaptureJob(SCOPE, "thread-1", turns))
-            stored[semantic] = [f.content for f in service.storage.load(SCOPE).memory.facts]
+            service._updater._extractor = lambda e=extractor: e  # type: ignore[assignment,misc]
+            service._updater.run(CaptureJob(SCOPE, "thread-1", turns))
+            stored[semantic] = [f.content for f in service.load(SCOPE).memory.facts]
         finally:
             service.close()
     assert stored == {False: [], True: ["Enjoys hiking"]}

@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
             reply(
                 calls=len(model.calls),
                 markers=[m for call in model.calls for m in call.conversation],
-                pending=memory.scheduler.pending(),
+                pending=memory.service._scheduler.pending(),
                 coordinator=replicas.stats.snapshot() if replicas is not None else {},
                 captures_ms=captures,
             )
