@@ -15,9 +15,10 @@ stored 0 facts). So every benchmark
 The documents (``README.md`` and every ``docs/**/*.md``, see :func:`documents`) never hold a
 table of their own: each one sits between ``<!-- results: NAME TABLE -->`` and
 ``<!-- /results -->``, appears once across all of them, and is exactly :func:`render_block` of
-the committed results file; ``tests/unit_tests/test_benchmark_report.py`` fails when they differ,
-and ``python benchmarks/report.py --docs`` (or its old name ``--readme``) rewrites the blocks after
-a re-run. Without a flag it only checks, and exits 1 on a stale or duplicated block.
+the committed results file; ``tests/unit_tests/project/test_benchmark_report.py`` fails when
+they differ, and ``python benchmarks/report.py --docs`` (or its old name ``--readme``) rewrites
+the blocks after a re-run. Without a flag it only checks, and exits 1 on a stale or duplicated
+block.
 
 Library code, no third-party imports beyond the standard library (``tomllib``: Python 3.11).
 """

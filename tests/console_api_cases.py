@@ -2,7 +2,7 @@
 
 :class:`ConsoleApiCases` holds the tests; a test module runs them over a backend by subclassing
 it and defining a ``console_storage`` fixture: ``None`` for the JSON files under a temp folder
-(``tests/unit_tests/test_console_api.py``), a :class:`StoreStorage` over PostgreSQL
+(``tests/unit_tests/console/test_api.py``), a :class:`StoreStorage` over PostgreSQL
 (``tests/integration_tests/test_console_api_postgres.py``).
 
 Every request goes through :class:`Api`, which fails the test on any 5xx answer; the ``console``

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from deermem_middleware.runtime.scheduler import DebounceScheduler, DebounceTable
-
-from .conftest import SAFETY
+from tests.unit_tests.conftest import SAFETY
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = SAFETY) -> bool:

@@ -21,7 +21,7 @@ from deermem_middleware.memory.update import MemoryUpdate
 from deermem_middleware.runtime.updater import CaptureJob, MemoryUpdater
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "demo_recording" / "demo_run.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "demo_recording" / "demo_run.json"
 RECORDING: dict[str, Any] = json.loads(FIXTURE.read_text(encoding="utf-8"))
 NOW = datetime(2026, 12, 2, 6, 54, tzinfo=UTC)
 SCOPE = MemoryScope(RECORDING["user_id"], "demo")

@@ -29,8 +29,7 @@ from deermem_middleware.runtime.retry import CircuitBreaker
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.testing import MarkerChatModel, OpenAIStub, marker_of, update_json
-
-from ..helpers import memory_config
+from tests.helpers import memory_config
 
 SCOPE = MemoryScope("alice", "__default__")
 

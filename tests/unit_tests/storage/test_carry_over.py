@@ -27,7 +27,7 @@ from deermem_middleware.runtime.service import MemoryService
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from deermem_middleware.storage.carry_over import CarryOverStorage
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "deerflow_memory"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "deerflow_memory"
 V1 = FIXTURES / "v1-locations"
 V2 = FIXTURES / "v2-markdown"
 OURS = "deermem_middleware"

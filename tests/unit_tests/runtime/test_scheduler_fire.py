@@ -16,10 +16,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from deermem_middleware.runtime import MemoryService
 from deermem_middleware.runtime.scheduler import DebounceTable, RetryLater
 from deermem_middleware.testing import MarkerChatModel, marker_of
-
-from ..helpers import memory_config
-from .conftest import SAFETY
-from .test_scheduler import Recorder, wait_until
+from tests.helpers import memory_config
+from tests.unit_tests.conftest import SAFETY
+from tests.unit_tests.runtime.test_scheduler import Recorder, wait_until
 
 # ------------------------------------------------------------------------------------------------
 # DebounceTable (pure, explicit clock)

@@ -29,10 +29,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from deermem_middleware.storage.base import CorruptedMemoryError, RevisionConflict
 from deermem_middleware.testing import ScriptedChatModel, update_json
-
-from ..deerflow_contract_model import CONTRACT
-from ..deerflow_files import pinned
-from ..deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
+from tests.deerflow_contract_model import CONTRACT
+from tests.deerflow_files import pinned
+from tests.deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
 
 MANAGER_CLASS = "deermem_middleware.deerflow:DeermemMemoryManager"
 

@@ -24,7 +24,7 @@ from deermem_middleware.formats.deerflow_layout import read_folder, scope_locati
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.storage import JSONFileStorage, MemoryScope
 from tests.deerflow_files import pinned
-from tests.unit_tests.test_deerflow_formats import (
+from tests.unit_tests.formats.test_deerflow import (
     HeadRejects,
     check_v1_export,
     head_load_user,
@@ -32,7 +32,7 @@ from tests.unit_tests.test_deerflow_formats import (
     nulls_where_strings_belong,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "deerflow_memory"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "deerflow_memory"
 V1 = FIXTURES / "v1-locations"
 V2 = FIXTURES / "v2-markdown"
 PATH_MAP = FIXTURES / "v2-path-map"

@@ -39,9 +39,8 @@ from deermem_middleware.testing import (
     system_text,
     update_json,
 )
-
-from ..helpers import memory_config
-from .conftest import SAFETY
+from tests.helpers import memory_config
+from tests.unit_tests.conftest import SAFETY
 
 SCOPE = MemoryScope("alice", "__default__")
 BEFORE = "The user writes backend services in Go"

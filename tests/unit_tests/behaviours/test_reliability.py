@@ -20,8 +20,7 @@ from deermem_middleware.storage import InMemoryStorage, JSONFileStorage, MemoryS
 from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.storage.journal import InMemoryJournal, JournalEntry, job_token
 from deermem_middleware.testing import OpenAIStub, ScriptedChatModel, update_json
-
-from ..helpers import dead_pid, memory_config
+from tests.helpers import dead_pid, memory_config
 
 SCOPE = MemoryScope("alice", "__default__")
 

@@ -33,7 +33,7 @@ from deermem_middleware.memory.document import DocumentFormatError, Fact, Memory
 from tests.deerflow_files import pinned
 from tests.deerflow_gateway import HeadGatewayMemory, StrictGatewayMemory
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "deerflow_memory"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "deerflow_memory"
 NOW = "2026-06-01T12:00:00Z"
 
 # =============================================================================================

@@ -15,8 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from deermem_middleware import MemoryMiddleware, MemoryNodes, MemoryState
 from deermem_middleware.runtime import MemoryService
 from deermem_middleware.testing import MarkerChatModel, marker_of
-
-from ..helpers import memory_config
+from tests.helpers import memory_config
 
 
 def _conversation(marker: str) -> list[Any]:

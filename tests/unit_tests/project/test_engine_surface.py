@@ -23,7 +23,7 @@ import pytest
 from deermem_middleware import MemoryConfig, MemoryMiddleware, MemoryService
 from deermem_middleware.runtime.surface import PUBLIC_SURFACE
 
-PACKAGE = Path(__file__).resolve().parents[2] / "deermem_middleware"
+PACKAGE = Path(__file__).resolve().parents[3] / "deermem_middleware"
 ADAPTERS = sorted(
     [
         PACKAGE / "middleware.py",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "deermem_middleware"
-ROOT = Path(__file__).resolve().parents[2] / PACKAGE
+ROOT = Path(__file__).resolve().parents[3] / PACKAGE
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memory",),

@@ -426,7 +426,7 @@ def test_the_two_line_middleware_setup_runs_in_a_deerflow_shaped_host(
     monkeypatch.setenv("DEER_FLOW_HOME", str(home))
     for name in ("DEERMEM_CONFIG", "DEER_FLOW_PROJECT_ROOT"):
         monkeypatch.delenv(name, raising=False)
-    fixture = Path(__file__).parents[1] / "fixtures" / "deerflow_config" / "head_shape.yaml"
+    fixture = Path(__file__).parents[2] / "fixtures" / "deerflow_config" / "head_shape.yaml"
     text = fixture.read_text(encoding="utf-8")
     text = text.replace("  manager_class: deermem\n", "  manager_class: noop\n", 1)
     text += "\nextensions:\n  middlewares:\n    - deermem_middleware:MemoryMiddleware\n"

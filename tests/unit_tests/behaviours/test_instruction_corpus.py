@@ -26,7 +26,7 @@ from deermem_middleware.retrieval.selector import ScoredFact
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 from deermem_middleware.testing import CorpusCase, ScriptedChatModel, load_corpus, update_json
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "instruction_corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "instruction_corpus.jsonl"
 PARTS = ("dev", "heldout")
 LANGS = ("en", "zh")
 
