@@ -48,6 +48,7 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.js
 
 
 Case = CorpusCase
+PARTS = ("dev", "heldout", "dev2", "heldout2", "all")
 
 
 def scores(cases: list[Case]) -> dict[str, Any]:
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cases = load_corpus(args.corpus)
     parts: dict[str, dict[str, dict[str, Any]]] = {}
-    for part in ("dev", "heldout", "all"):
+    for part in PARTS:
         for lang in ("en", "zh", "all"):
             chosen = [c for c in cases if part in ("all", c.part) and lang in ("all", c.lang)]
             parts.setdefault(part, {})[lang] = scores(chosen)

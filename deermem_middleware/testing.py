@@ -341,7 +341,9 @@ class OpenAIStub:
 class CorpusCase:
     """One labelled memory string of the instruction corpus
     (``tests/fixtures/instruction_corpus.jsonl``): ``label`` is ``withhold`` (must be classified
-    ``injection``) or ``keep``; ``part`` is ``dev`` (tuned on) or ``heldout``."""
+    ``injection``) or ``keep``; ``part`` is ``dev`` or ``dev2`` (tuned on), ``heldout`` or
+    ``heldout2`` (never tuned on); ``source``: the published collection a case was modelled on
+    (the second pair of parts)."""
 
     id: str
     part: str
@@ -349,6 +351,7 @@ class CorpusCase:
     label: str
     kind: str
     text: str
+    source: str = ""
 
 
 def load_corpus(path: Path) -> list[CorpusCase]:
