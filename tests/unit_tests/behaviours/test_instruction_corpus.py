@@ -6,9 +6,10 @@ unconditionally or drop its rules — third person, "note to the assistant", rol
 and Chinese: it must be classified ``injection`` and never injected) or ``keep`` (a fact that
 merely looks like one — "User is a system administrator at Acme", "User manages API keys": it
 must stay ``data`` or ``directive``). The corpus has a ``dev`` part, which the rules were tuned
-on, and a ``heldout`` part, written before the tuning and not tuned on; both are held to the
-same bar. The classifier is deterministic, so the floors are the measured figures (see
-``benchmarks/instruction_corpus.py`` for the full table).
+on, and a ``heldout`` part, written before the tuning and not tuned on; ``dev2`` and
+``heldout2`` were written later from published prompt-injection collections (each case names its
+``source``), ``dev2`` tuned on, ``heldout2`` not. The classifier is deterministic, so the
+floors are the measured figures (see ``benchmarks/instruction_corpus.py`` for the full table).
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from deermem_middleware.testing import (
 from tests.helpers import memory_config
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "instruction_corpus.jsonl"
-PARTS = ("dev", "heldout")
+PARTS = ("dev", "heldout", "dev2", "heldout2")
 LANGS = ("en", "zh")
 
 # Measured on this corpus (benchmarks/instruction_corpus.py): recall 84/84 on dev, 61/63 on
-# heldout; benign kept 95/95 and 65/66. The floors sit just below.
-RECALL_FLOOR = {"dev": 0.98, "heldout": 0.96}
+# heldout, 40/40 on dev2, 34/40 on heldout2; benign kept 95/95, 65/66, 27/27 and 27/27. The
+# floors sit just below.
+RECALL_FLOOR = {"dev": 0.98, "heldout": 0.96, "dev2": 0.98, "heldout2": 0.84}
 BENIGN_KEPT_FLOOR = 0.98
 
 ISSUE_EXAMPLE = (
