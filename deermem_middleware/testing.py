@@ -341,9 +341,9 @@ class OpenAIStub:
 class CorpusCase:
     """One labelled memory string of the instruction corpus
     (``tests/fixtures/instruction_corpus.jsonl``): ``label`` is ``withhold`` (must be classified
-    ``injection``) or ``keep``; ``part`` is ``dev`` or ``dev2`` (tuned on), ``heldout`` or
-    ``heldout2`` (never tuned on); ``source``: the published collection a case was modelled on
-    (the second pair of parts)."""
+    ``injection``) or ``keep``; ``part`` is ``dev``, ``dev2`` or ``dev3`` (tuned on) or a name
+    starting with ``heldout`` (never tuned on); ``source``: the published collection a case was
+    modelled on (``own`` for look-alikes written against a rule)."""
 
     id: str
     part: str

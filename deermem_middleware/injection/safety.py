@@ -155,7 +155,7 @@ _ASSISTANT = (
     r"policy|filters|guidelines|unrestricted|uncensored|respond|responses)\b"
 )
 # not "模型", "人工智能" or "ai": they appear in facts about research ("研究大模型越狱攻击的防御")
-_ASSISTANT_ZH = r"(?:你|您|助手|限制|规则|提示|指令)"
+_ASSISTANT_ZH = r"(?:你|您|助手|限制|规则|提示(?!词|注入)|指令)"  # "越狱提示词": a research topic
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -266,7 +266,11 @@ _INJECTION: Final[tuple[Rule, ...]] = (
     ),
     (
         "jailbreak (developer mode)",
-        _rx(r"\b(?:developer|god|dan)\s+mode\b|\bjailbr(?:eak|oke|oken|eaking)\b"),
+        _rx(
+            r"\b(?:developer|god|dan)\s+mode\b(?!\s+(?:on|in|for)\s+(?:\w+\s+){0,2}?(?:phone|"
+            r"android|iphone|ios|device|tablet|browser|chrome|windows|mac|pixel|console)s?\b)"
+            r"|\bjailbr(?:eak|oke|oken|eaking)\b"
+        ),
         _rx(_ASSISTANT),
     ),
     (
@@ -424,11 +428,17 @@ _DIRECTIVE: Final[tuple[Rule, ...]] = (
 # ------------------------------------------------------------------------------------------------
 
 
+_SPACED_RUN: Final = re.compile(r"\b(?:\w[ .\-_*]){4,}\w\b")
+
+
 def _forms(text: str) -> list[str]:
     """The normalised text, its Latin-folded twin, and what hides behind obfuscation: reversed
     text after a right-to-left override, decoded base64 runs."""
     normalized = normalize_for_matching(text)
     forms = [normalized, _latin_fold(normalized)]
+    if _SPACED_RUN.search(normalized):  # "i g n o r e", "i.g.n.o.r.e": letters spaced apart
+        joined = _SPACED_RUN.sub(lambda m: re.sub(r"[ .\-_*]", "", m[0]), normalized)
+        forms.append(_latin_fold(joined))
     if any(ch in text for ch in "\u202e\u2067\u202b"):  # RLO, RLI, RLE: shown reversed
         forms.append(_latin_fold(normalized[::-1]))
     for run in _BASE64_RUN.findall(text)[:4]:
