@@ -6,8 +6,11 @@ Chinese, each labelled ``withhold`` (third-person orders to the assistant, notes
 role claims that end in a demand, requests for API keys, passwords, tokens, the system prompt or
 other users' data: they must be classified ``injection`` and never injected) or ``keep`` (benign
 look-alikes — "User is a system administrator at Acme", "User manages API keys for her team's
-CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The ``dev`` part is what the
-rules were tuned on; the ``heldout`` part was written before tuning and is not tuned on.
+CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The parts are read from
+the data: ``dev``, ``dev2`` and ``dev3`` are what the rules were tuned on; a part whose name starts
+with ``heldout`` is held out (written before tuning, not tuned on) — ``heldout`` today, and
+``heldout3`` when it is present. ``dev3`` was written as a held-out part and measured before
+tuning: recall 34/40 (85.0 %), benign 27/27; it was then tuned on.
 
 For each part and language: precision and recall of withholding (withheld = classified
 ``injection``), and the share of benign facts kept. Also the cost of one uncached classification
@@ -48,6 +51,12 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.js
 
 
 Case = CorpusCase
+
+
+def part_names(cases: list[Case]) -> list[str]:
+    """The corpus's parts in order of first appearance (held-out parts: names starting with
+    ``heldout``), then ``all``."""
+    return [*dict.fromkeys(c.part for c in cases), "all"]
 
 
 def scores(cases: list[Case]) -> dict[str, Any]:
@@ -147,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cases = load_corpus(args.corpus)
     parts: dict[str, dict[str, dict[str, Any]]] = {}
-    for part in ("dev", "heldout", "all"):
+    for part in part_names(cases):
         for lang in ("en", "zh", "all"):
             chosen = [c for c in cases if part in ("all", c.part) and lang in ("all", c.lang)]
             parts.setdefault(part, {})[lang] = scores(chosen)

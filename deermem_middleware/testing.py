@@ -341,7 +341,9 @@ class OpenAIStub:
 class CorpusCase:
     """One labelled memory string of the instruction corpus
     (``tests/fixtures/instruction_corpus.jsonl``): ``label`` is ``withhold`` (must be classified
-    ``injection``) or ``keep``; ``part`` is ``dev`` (tuned on) or ``heldout``."""
+    ``injection``) or ``keep``; ``part`` is ``dev``, ``dev2`` or ``dev3`` (tuned on) or a name
+    starting with ``heldout`` (never tuned on); ``source``: the published collection a case was
+    modelled on (``own`` for look-alikes written against a rule)."""
 
     id: str
     part: str
@@ -349,6 +351,7 @@ class CorpusCase:
     label: str
     kind: str
     text: str
+    source: str = ""
 
 
 def load_corpus(path: Path) -> list[CorpusCase]:
