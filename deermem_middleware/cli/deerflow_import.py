@@ -94,7 +94,7 @@ def _import_scope(
 def _print_folder_receipt(
     root: Path, folder: FolderRead, receipts: list[ScopeImport], verbose: int
 ) -> None:
-    found = added = known = repaired = dropped = 0
+    found = added = known = repaired = dropped = new_ids = 0
     print(f"imported the DeerFlow data folder {root}:")
     for r in receipts:
         merge = r.change.report
@@ -105,12 +105,14 @@ def _print_folder_receipt(
             dropped + r.dropped,
         )
         known += merge.same_id + merge.same_text
+        new_ids += r.ids_repaired
         sections = f" ({', '.join(merge.sections)})" if merge.sections else ""
         print(
             f"  user {r.user!r}, agent {r.agent!r} (revision {r.revision}): "
             f"{r.found} fact(s) found, {len(merge.added)} added, {merge.same_id} with a "
-            f"known id and {merge.same_text} with known text skipped, {r.repaired} repaired, "
-            f"{r.dropped} dropped; {len(merge.sections)} summary(ies) taken{sections}"
+            f"known id and {merge.same_text} with known text skipped, {r.repaired} repaired"
+            + (f" ({r.ids_repaired} given a new id)" if r.ids_repaired else "")
+            + f", {r.dropped} dropped; {len(merge.sections)} summary(ies) taken{sections}"
             + _capped_note(r.change.capped)
         )
         for piece in r.pieces:
@@ -135,6 +137,8 @@ def _print_folder_receipt(
         _print_lines(left_out, verbose, indent="    ")
     print(
         f"total: {found} fact(s) found in {len(receipts)} document(s): {added} added, "
-        f"{known} already known, {repaired} repaired, {dropped} dropped"
+        f"{known} already known, {repaired} repaired"
+        + (f" ({new_ids} given a new id)" if new_ids else "")
+        + f", {dropped} dropped"
         + (f"; {len(folder.errors)} file(s) could not be read" if folder.errors else "")
     )

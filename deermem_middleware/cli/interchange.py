@@ -264,7 +264,8 @@ def _looks_deerflow(path: Path) -> bool:
 def _repaired_note(report: RepairReport) -> str:
     parts = []
     if report.facts_repaired:
-        parts.append(f"{report.facts_repaired} fact(s) repaired")
+        ids = f" ({report.ids_repaired} given a new id)" if report.ids_repaired else ""
+        parts.append(f"{report.facts_repaired} fact(s) repaired{ids}")
     if report.facts_dropped:
         parts.append(f"{report.facts_dropped} dropped")
     return f"; {', '.join(parts)} on the way in (listed below)" if parts else ""

@@ -147,6 +147,17 @@ def add_changing_routes(router: APIRouter, routes: Routes) -> None:
         return {"user": scope.user_id, "agent": agent, "receipt": lines}
 
 
+MAX_RECEIPT_LINES = 200
+"""Repair lines an import's answer lists (then one line with how many more)."""
+
+
+def _receipt_lines(lines: list[str]) -> list[str]:
+    """What the lenient read repaired or dropped, one line per fact and field, bounded."""
+    if len(lines) <= MAX_RECEIPT_LINES:
+        return lines
+    return [*lines[:MAX_RECEIPT_LINES], f"... and {len(lines) - MAX_RECEIPT_LINES} more"]
+
+
 def add_import_route(router: APIRouter, routes: Routes) -> None:
     """Merge a document into a user's memory (or replace it)."""
     service = routes.service
@@ -198,7 +209,9 @@ def add_import_route(router: APIRouter, routes: Routes) -> None:
             "sameText": report.same_text,
             "sections": report.sections,
             "repaired": read.report.facts_repaired,
+            "idsRepaired": read.report.ids_repaired,
             "dropped": read.report.facts_dropped,
+            "repairs": _receipt_lines(read.report.lines()),
             "capped": change.capped.notes(),
             "overCapacity": left_out,
             "replaced": len(before.facts) if body.replace else None,

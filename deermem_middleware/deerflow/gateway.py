@@ -108,6 +108,17 @@ def imported(
     incoming, report = from_deerflow(memory_data, where="imported memory", now=now)
     for line in report.lines():
         logger.warning("memory import: %s", line)
+    (logger.warning if report.changed else logger.info)(
+        "memory import into user %r agent %r: %d fact(s) read, %d kept; %d repaired "
+        "(%d given a new id), %d dropped",
+        scope.user_id,
+        scope.agent_name,
+        report.facts_read,
+        report.facts_kept,
+        report.facts_repaired,
+        report.ids_repaired,
+        report.facts_dropped,
+    )
     capped, cuts = cap_document(incoming, max_facts=max_facts, now=now)
     log_import_cuts(cuts, user=scope.user_id, agent=scope.agent_name)
     return capped.model_copy(update={"lastUpdated": now})

@@ -117,8 +117,10 @@ def read_document_data(
 ) -> DocumentRead:
     """Read an already parsed document leniently: what DeerFlow's loaders accept (no id, a
     ``null`` confidence, facts as an id map) is repaired; a value neither accepts (a confidence
-    of ``"lots"``, a duplicate id, a lone surrogate) raises :class:`ImportFormatError` naming the
-    first such field, before anything is written.
+    of ``"lots"``, a lone surrogate in a date) raises :class:`ImportFormatError` naming the
+    first such field, before anything is written. Fact ids follow their own rule
+    (:mod:`~deermem_middleware.formats.fact_ids`): a bad one is replaced and reported, never
+    refused.
 
     ``fmt``: ``auto`` (:func:`detect_format`), ``deermem`` or ``deerflow``. ``where`` names the
     document in the repair report's lines; ``now`` stamps what has no date. ``prepare`` runs after

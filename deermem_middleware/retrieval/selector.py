@@ -149,7 +149,7 @@ class FactSelector:
 
     def prepare(self, key: Hashable, memory: Memory) -> FactIndex:
         """Build the index and embed every fact now (blocking); for warm-up, tests, benchmarks."""
-        index = self.index(key, memory)
+        index = self.lexical_index(key, memory)  # no background job racing the one below
         self._attach_vectors(index, wait=True)
         return index
 
@@ -162,6 +162,8 @@ class FactSelector:
             store.embed(texts)
         vectors = store.vectors(texts)
         if vectors is not None:
+            usable = store.usable(texts)
+            index.has_vector = None if usable.all() else usable
             index.dense = vectors
         elif not wait:
             store.embed_in_background(texts)
@@ -199,9 +201,11 @@ class FactSelector:
                     primary_vector = store.query(query.primary)
                     if query.context.strip() and self.params.context_weight > 0:
                         context_vector = store.query(query.context)
-            except Exception:
+            except Exception:  # the store logs and answers None; anything else is a bug
                 logger.exception("query embedding failed; selecting facts lexically")
                 primary_vector = context_vector = None
+            if primary_vector is None:
+                context_vector = None
         intent = self._intent(query)
         parts = score_facts(
             index,

@@ -84,6 +84,11 @@ class ScopeImport:
         return sum(p.report.facts_repaired for p in self.pieces)
 
     @property
+    def ids_repaired(self) -> int:
+        """Facts kept under a new id (:mod:`~deermem_middleware.formats.fact_ids`)."""
+        return sum(p.report.ids_repaired for p in self.pieces)
+
+    @property
     def dropped(self) -> int:
         return sum(p.report.facts_dropped for p in self.pieces)
 
@@ -216,7 +221,8 @@ class CarryOverStorage(MemoryStorage):
             return
         logger.info(
             "memory: carried DeerFlow's memory of user %r agent %r over from %s (%s): "
-            "%d fact(s) found, %d added, %d repaired, %d dropped, %d summary(ies); DeerFlow's "
+            "%d fact(s) found, %d added, %d repaired (%d given a new id), %d dropped, "
+            "%d summary(ies); DeerFlow's "
             "files are left as they are",
             scope.user_id,
             scope.agent_name,
@@ -225,6 +231,7 @@ class CarryOverStorage(MemoryStorage):
             done.found,
             len(done.change.report.added),
             done.repaired,
+            done.ids_repaired,
             done.dropped,
             len(done.change.report.sections),
         )

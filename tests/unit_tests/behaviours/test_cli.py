@@ -600,7 +600,6 @@ def test_bad_import_file_names_the_path_and_field(
         "not json {": "invalid JSON at line 1",
         "[1, 2]": "top level is a JSON list",
         '{"facts": [{"id": "a", "content": "x", "confidence": "lots"}]}': "facts[0].confidence",
-        '{"facts": [{"id": "a", "content": "x"}, {"id": "a", "content": "y"}]}': "duplicate id",
         '{"revision": -1}': "revision",
     }
     for text, expected in cases.items():
@@ -610,6 +609,30 @@ def test_bad_import_file_names_the_path_and_field(
         err = capsys.readouterr().err
         assert f"{path}: " in err and expected in err, err
     assert not _storage(config_path).path_for(MemoryScope("alice", AGENT)).exists()
+
+
+def test_an_import_says_which_fact_ids_it_replaced_and_counts_them(
+    config_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One rule for ids from outside (blank, not a string, not valid Unicode, a duplicate):
+    the fact is kept under a new id, and the receipt names the fact and counts it."""
+    path = tmp_path / "ids.json"
+    path.write_text(
+        '{"facts": [{"id": "  ", "content": "x"}, {"id": 7, "content": "Rides a bike"}, '
+        '{"id": "f\\ud800", "content": "Likes tea"}, {"id": "ok", "content": "Uses Go"}, '
+        '{"id": "ok", "content": "Uses Rust"}]}',
+        "utf-8",
+    )
+    assert _run(config_path, "import", str(path), "--user", "alice") == 0
+    out = capsys.readouterr().out
+    assert "5 fact(s) added" in out
+    assert "4 fact(s) repaired (4 given a new id) on the way in (listed below)" in out
+    assert f"{path}: facts[0].id: blank id '  ' (fact 'x'); given fact_" in out
+    assert f"{path}: facts[1].id: id 7 is a number, not a string (fact 'Rides a bike')" in out
+    assert "facts[2].id: id 'f\\ud800' is not valid Unicode" in out
+    assert "facts[4].id: duplicate id 'ok' (also facts[3]) (fact 'Uses Rust')" in out
+    stored = _facts(config_path, "alice")
+    assert len(stored) == 5 and "ok" in stored and "  " not in stored
 
 
 # -- stats ---------------------------------------------------------------------------------------

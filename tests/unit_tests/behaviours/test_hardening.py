@@ -233,7 +233,6 @@ HOSTILE_FILES = {
     + HUGE
     + "}]}",
     "deep nesting": '{"facts": ' + "[" * 100_000 + "]" * 100_000 + "}",
-    "a lone surrogate in an id": '{"facts": [{"id": "f\\ud800", "content": "Likes tea"}]}',
     "a huge confidence": '{"facts": [{"id": "f1", "content": "x", "confidence": 1e999}]}',
 }
 

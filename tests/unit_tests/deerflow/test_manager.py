@@ -13,6 +13,7 @@ import ast
 import asyncio
 import inspect
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -516,6 +517,24 @@ def test_clear_import_and_delete_follow_the_gateways_meaning(build: Build) -> No
     manager.delete_memory(user_id="lee")
     assert manager.get_memory(user_id="lee")["facts"] == []
     assert all(s.user_id != "lee" for s in manager.service.list_scopes())
+
+
+def test_the_gateway_import_logs_which_fact_ids_it_replaced(
+    build: Build, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = build()
+    imported = {"facts": [{"id": "  ", "content": "User uses uv"}, {"id": 7, "content": "x"}]}
+    with caplog.at_level(logging.INFO, logger="deermem_middleware.deerflow.gateway"):
+        data = _gateway(manager.import_memory(imported, user_id="kim"))
+    assert sorted(f.content for f in data.facts) == ["User uses uv", "x"]
+    assert all(f.id.startswith("fact_") for f in data.facts)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("facts[0].id: blank id '  ' (fact 'User uses uv'); given fact_" in m for m in lines)
+    assert any("facts[1].id: id 7 is a number" in m for m in lines)
+    assert (
+        "memory import into user 'kim' agent '__default__': 2 fact(s) read, 2 kept; "
+        "2 repaired (2 given a new id), 0 dropped" in lines
+    )
 
 
 # -- injection and search -----------------------------------------------------------------------

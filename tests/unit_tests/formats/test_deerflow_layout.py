@@ -178,13 +178,13 @@ def test_import_the_four_v1_locations(
     assert _memory(config_path, "bob").section("workContext").summary == "Bob: workContext summary."
     # the receipt, per user and agent
     assert "user 'default', agent '__default__' (revision 1): 4 fact(s) found, 4 added" in out
-    assert "2 repaired, 0 dropped" in out
+    assert "2 repaired (1 given a new id), 0 dropped" in out
     assert "user 'bob', agent 'planner' (revision 1): 3 fact(s) found, 2 added" in out
     assert "users/bob/agents/planner/memory.json: facts[1]: no content; dropped" in out
     assert "memory.json: facts[2].confidence: null is not a confidence; set to 0.5" in out
     assert (
-        "total: 11 fact(s) found in 4 document(s): 10 added, 0 already known, 2 repaired, "
-        "1 dropped" in out
+        "total: 11 fact(s) found in 4 document(s): 10 added, 0 already known, 2 repaired "
+        "(1 given a new id), 1 dropped" in out
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -510,21 +511,93 @@ def test_failing_embeddings_fall_back_to_lexical(caplog: pytest.LogCaptureFixtur
     store = EmbeddingStore(model)
     selector = FactSelector(embeddings=store)
     memory = memory_of("User has a dog named Biscuit", "User likes tea")
-    with caplog.at_level(logging.ERROR):
+    with caplog.at_level(logging.WARNING):
         selector.select("u", memory, "dog name?", top_k=1)
         store.close()
-    assert "memory embeddings failed" in caplog.text
+    assert "memory embeddings from ConceptEmbeddings failed for 2 fact(s)" in caplog.text
     picked = selector.select("u", memory, "dog name?", top_k=1)
     assert picked[0].fact.content == "User has a dog named Biscuit"
-    # facts embedded, but the query embedding fails: still lexical, logged
+    # facts embedded, but the query embedding fails: still lexical, logged once
     ok = ConceptEmbeddings()
     selector = FactSelector(embeddings=EmbeddingStore(ok))
     selector.prepare("u", memory)
     ok.fail = True
-    with caplog.at_level(logging.ERROR):
-        picked = selector.select("u", memory, "dog name?", top_k=1)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            picked = selector.select("u", memory, "dog name?", top_k=1)
     assert picked[0].fact.content == "User has a dog named Biscuit"
-    assert "query embedding failed" in caplog.text
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "failed for a query" in warnings[0].getMessage()
+
+
+class BadEmbeddings(ConceptEmbeddings):
+    """Good vectors but for texts holding ``bad``: NaN, zeros or the wrong dimension."""
+
+    def __init__(self, kind: str, bad: str = "tea") -> None:
+        super().__init__()
+        self.kind, self.bad = kind, bad
+
+    def _vector(self, text: str) -> list[float]:
+        if self.bad not in text.lower():
+            return super()._vector(text)
+        if self.kind == "raises":
+            raise RuntimeError("endpoint down")
+        return {"nan": [math.nan] * 5, "zeros": [0.0] * 5, "dimension": [1.0] * 7}[self.kind]
+
+
+BAD_FACTS = ("User has a dog named Biscuit", "User drinks green tea", "User paints with tea")
+
+
+@pytest.mark.parametrize("kind", ["nan", "zeros", "dimension"])
+def test_a_bad_fact_vector_leaves_that_fact_lexical(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = memory_of(*BAD_FACTS)
+    lexical = {p.fact.content: p for p in FactSelector().select("u", memory, "tea", top_k=3)}
+    store = EmbeddingStore(BadEmbeddings(kind, bad="tea"))
+    selector = FactSelector(embeddings=store)
+    with caplog.at_level(logging.WARNING):
+        selector.prepare("u", memory)
+        for query in ("tea", "dog", "tea"):  # the query "tea" is bad too
+            picked = selector.select("u", memory, query, top_k=3)
+            assert all(math.isfinite(p.score) and math.isfinite(p.relevance) for p in picked)
+        picked = selector.select("u", memory, "a puppy", top_k=3)
+    index = selector.index("u", memory)
+    assert index.dense is not None and index.has_vector is not None
+    assert index.has_vector.tolist() == [True, False, False]
+    assert np.isfinite(index.dense).all()
+    # the bad query is ranked lexically: the same as lexical-only selection
+    tea = selector.select("u", memory, "tea", top_k=3)
+    assert [p.fact.content for p in tea] == list(lexical)
+    assert [p.relevance for p in tea] == [p.relevance for p in lexical.values()]
+    # a good query: the facts without a vector get their lexical relevance alone
+    puppy = {p.fact.content: p for p in selector.select("u", memory, "a puppy", top_k=3)}
+    alone = {p.fact.content: p for p in FactSelector().select("u", memory, "a puppy", top_k=3)}
+    for text in BAD_FACTS[1:]:
+        assert puppy[text].relevance == pytest.approx(alone[text].relevance)
+    assert puppy[BAD_FACTS[0]].semantic is not None and puppy[BAD_FACTS[0]].semantic > 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings  # once per endpoint: not per fact, not per call
+    assert "memory embeddings from BadEmbeddings: 2 of 3 fact vector(s) unusable" in warnings[0]
+
+
+def test_a_raising_endpoint_is_logged_once_and_ranks_lexically(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    memory = memory_of(*BAD_FACTS)
+    store = EmbeddingStore(BadEmbeddings("raises", bad="user"))
+    selector = FactSelector(embeddings=store)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            selector.select("u", memory, "tea", top_k=3)
+            store.close()
+    lexical = FactSelector().select("u", memory, "tea", top_k=3)
+    picked = selector.select("u", memory, "tea", top_k=3)
+    assert [(p.fact.id, p.relevance) for p in picked] == [(p.fact.id, p.relevance) for p in lexical]
+    assert all(p.semantic is None and math.isfinite(p.score) for p in picked)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "failed for 3 fact(s)" in warnings[0].getMessage()
 
 
 def test_embedding_store_is_bounded_and_validates() -> None:
