@@ -9,8 +9,9 @@ look-alikes — "User is a system administrator at Acme", "User manages API keys
 CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The parts are read from
 the data: ``dev``, ``dev2`` and ``dev3`` are what the rules were tuned on; a part whose name starts
 with ``heldout`` is held out (written before tuning, not tuned on) — ``heldout`` today, and
-``heldout3`` when it is present. ``dev3`` was written as a held-out part and measured before
-tuning: recall 34/40 (85.0 %), benign 27/27; it was then tuned on.
+any later ``heldout…`` part. ``dev3`` was written as a held-out part and measured before
+tuning: recall 34/40 (85.0 %), benign 27/27; it was then tuned on. dev4 was written blind and
+measured before tuning: 31/60 recall (51.7 %), benign 40/40; then tuned on.
 
 For each part and language: precision and recall of withholding (withheld = classified
 ``injection``), and the share of benign facts kept. Also the cost of one uncached classification
