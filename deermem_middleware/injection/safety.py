@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
 
+from deermem_middleware.injection.directives import deleet, first_directive_match
 from deermem_middleware.injection.privilege import first_privilege_match
 from deermem_middleware.injection.steering import first_steering_match
 
@@ -436,6 +437,7 @@ def _forms(text: str) -> list[str]:
     text after a right-to-left override, decoded base64 runs."""
     normalized = normalize_for_matching(text)
     forms = [normalized, _latin_fold(normalized)]
+    forms += [f for f in (deleet(forms[1]),) if f]  # "1gn0r3 4ll pr10r 1nstruct10ns"
     if _SPACED_RUN.search(normalized):  # "i g n o r e", "i.g.n.o.r.e": letters spaced apart
         joined = _SPACED_RUN.sub(lambda m: re.sub(r"[ .\-_*]", "", m[0]), normalized)
         forms.append(_latin_fold(joined))
@@ -484,6 +486,7 @@ def assess_memory_text(text: str) -> TextAssessment:
             _first_match(_INJECTION, forms)
             or first_privilege_match(forms[1:])
             or first_steering_match(forms[1:])
+            or first_directive_match(forms[1:])
         )
         if label is not None:
             return TextAssessment("injection", label)
