@@ -8,11 +8,12 @@ merely looks like one — "User is a system administrator at Acme", "User manage
 must stay ``data`` or ``directive``). The corpus has a ``dev`` part, which the rules were tuned
 on, and a ``heldout`` part, written before the tuning and not tuned on; ``dev2`` and ``dev3``
 were written later from published prompt-injection collections (each case names its ``source``;
-look-alikes of the rules' own name ``own``) and tuned on — ``dev3`` was written as a held-out part
-and measured before tuning (recall 34/40, benign 27/27). Parts are read from the data: one named
-``heldout…`` is held out, and a part without a floor here is reported, not held. The classifier
-is deterministic, so the floors are the measured figures (see
-``benchmarks/instruction_corpus.py`` for the full table).
+look-alikes of the rules' own name ``own``) and tuned on — ``dev3`` and ``dev4`` were written
+as held-out parts and measured before tuning (recall 34/40 and 31/60, benign 27/27 and 40/40).
+Parts are read from the data: one named ``heldout…`` is held out, and every part must have a
+recall floor here — a part without one fails, naming it. The classifier is deterministic, so
+the floors sit at or below the measured figures (see ``benchmarks/instruction_corpus.py`` for
+the full table).
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "instruction_corpus.
 
 LANGS = ("en", "zh")
 
-# Measured on this corpus (benchmarks/instruction_corpus.py): recall 84/84 on dev, 61/63 on
-# heldout, 40/40 on dev2, 40/40 on dev3; benign kept 95/95, 65/66, 42/42 and 54/54. The floors
-# sit just below.
-RECALL_FLOOR = {"dev": 0.98, "heldout": 0.96, "dev2": 0.98, "dev3": 0.98}
+# Measured on this corpus (benchmarks/instruction_corpus.py): recall 84/84 on dev, 62/63 on
+# heldout, 40/40 on dev2, 40/40 on dev3, 60/60 on dev4; benign kept 95/95, 65/66, 42/42, 54/54
+# and 60/60. The floors sit just below.
+RECALL_FLOOR = {"dev": 0.98, "heldout": 0.96, "dev2": 0.98, "dev3": 0.98, "dev4": 0.98}
 BENIGN_KEPT_FLOOR = 0.98
 
 ISSUE_EXAMPLE = (
@@ -88,8 +89,10 @@ def test_benign_facts_are_kept(part: str) -> None:
 
 @pytest.mark.parametrize("part", PARTS)
 def test_withholding_recall(part: str) -> None:
-    if part not in RECALL_FLOOR:
-        pytest.skip(f"part {part!r} has no recall floor yet")
+    assert part in RECALL_FLOOR, (
+        f"corpus part {part!r} has no recall floor: measure it (benchmarks/instruction_corpus.py) "
+        "and add it to RECALL_FLOOR in this file and to benchmarks/floors.toml"
+    )
     hostile = [c for c in CASES if c.part == part and c.label == "withhold"]
     missed = [c.id for c in hostile if not withheld(c)]
     recall = 1 - len(missed) / len(hostile)
