@@ -66,9 +66,9 @@ def test_pending_captures_survive_sigkill_exactly_once(tmp_path: Path, backend: 
     facts = restarted.get_memory("alice").facts
     assert sorted(marker_of(f.content) for f in facts) == MARKERS
     assert len(model.calls) == len(MARKERS)
-    assert restarted._journal is not None and restarted._journal.entries() == []
+    assert restarted.service._journal is not None and restarted.service.pending_entries() == []
     restarted.close()
-    restarted._storage.close()
+    restarted.service._storage.close()
 
     again, model = _restart(location)  # nothing left to replay: nothing applied twice
     assert again.recover() == 0
@@ -76,4 +76,4 @@ def test_pending_captures_survive_sigkill_exactly_once(tmp_path: Path, backend: 
     assert len(again.get_memory("alice").facts) == len(MARKERS)
     assert model.calls == []
     again.close()
-    again._storage.close()
+    again.service._storage.close()
