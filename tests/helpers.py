@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,29 @@ def dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     return process.pid
+
+
+def wait_for(
+    check: Callable[[], Any],
+    what: str,
+    *,
+    timeout: float = 120.0,
+    step: float = 0.05,
+    seen: Callable[[], Any] | None = None,
+) -> Any:
+    """Poll ``check()`` until it returns something truthy, and return that; past ``timeout``
+    seconds fail the test naming ``what`` was awaited and what was seen last (``seen()``, else
+    the last value of ``check()``). The timeout only bounds a hang: it is no timing assertion,
+    so keep it generous."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            last = seen() if seen is not None else value
+            raise AssertionError(f"waited {timeout:.0f}s for {what}; last seen: {last!r}")
+        time.sleep(step)
 
 
 def write(path: Path, text: str) -> Path:

@@ -155,6 +155,11 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 _RUNNING: weakref.WeakSet[LocalLLMServer] = weakref.WeakSet()
 
+PORT_ATTEMPTS = 3
+"""Free ports tried when another process takes the picked one before llama-server binds it."""
+_BIND_FAILED = "couldn't bind"
+"""What llama-server prints when its port is taken (then it exits with code 1)."""
+
 
 class LocalLLMServer:
     """A ``llama-server`` subprocess serving one GGUF on loopback (see the module docstring)."""
@@ -200,7 +205,26 @@ class LocalLLMServer:
         model = self.gguf or bundled_gguf()
         if not model.is_file():
             raise LocalLLMError(f"GGUF model file not found: {model}")
-        self.port = self.port or _free_port()
+        chosen = self.port is None
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.port = _free_port() if chosen else self.port
+            try:
+                self._launch(binary, model)
+                self._wait_ready()
+            except BaseException as exc:
+                taken = isinstance(exc, LocalLLMError) and _BIND_FAILED in self.log_tail(50)
+                self.stop()
+                if not (chosen and taken and attempt < PORT_ATTEMPTS):
+                    raise
+                # another process bound the free port between the pick and llama-server's bind
+                logger.info("port %d was taken before llama-server bound it: another", self.port)
+                continue
+            break
+        assert self.process is not None
+        logger.info("local LLM server ready at %s (pid %d)", self.base_url, self.process.pid)
+        return self
+
+    def _launch(self, binary: str, model: Path) -> None:
         command = [
             binary,
             "-m", str(model),
@@ -223,13 +247,6 @@ class LocalLLMServer:
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         _RUNNING.add(self)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        logger.info("local LLM server ready at %s (pid %d)", self.base_url, self.process.pid)
-        return self
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
@@ -243,7 +260,9 @@ class LocalLLMServer:
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # loopback only
-                    if response.status == 200:
+                    # ours only while it runs: a server that failed to bind has exited, and
+                    # whatever answered is another process on the port
+                    if response.status == 200 and self.process.poll() is None:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -30,6 +32,16 @@ class Replica:
 
     process: subprocess.Popen[str]
     name: str
+    _lines: queue.Queue[str] = field(default_factory=queue.Queue, repr=False)
+
+    def __post_init__(self) -> None:
+        def pump() -> None:  # its replies, read as they come: receive() waits for one, bounded
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self._lines.put(line)
+            self._lines.put("")
+
+        threading.Thread(target=pump, name=f"replica-{self.name}", daemon=True).start()
 
     @property
     def pid(self) -> int:
@@ -41,9 +53,14 @@ class Replica:
         self.process.stdin.flush()
 
     def receive(self, timeout: float = 120.0) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(
+                f"replica {self.name} (pid {self.pid}) sent no reply within {timeout:.0f}s"
+            ) from None
         if not line:
+            self.process.wait(timeout=30)
             err = self.process.stderr.read() if self.process.stderr else ""
             raise RuntimeError(f"replica {self.name} (pid {self.pid}) ended: {err[-3000:]}")
         return dict(json.loads(line))

@@ -66,7 +66,7 @@ def test_pending_captures_survive_sigkill_exactly_once(tmp_path: Path, backend: 
     facts = restarted.get_memory("alice").facts
     assert sorted(marker_of(f.content) for f in facts) == MARKERS
     assert len(model.calls) == len(MARKERS)
-    assert restarted.service._journal is not None and restarted.service._journal.entries() == []
+    assert restarted.service._journal is not None and restarted.service.pending_entries() == []
     restarted.close()
     restarted.service._storage.close()
 

@@ -25,6 +25,8 @@ from deermem_middleware import MemoryMiddleware
 from deermem_middleware.storage import MemoryScope
 from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.testing import MarkerChatModel, marker_of
+from tests.helpers import wait_for
+from tests.integration_tests.test_local_server import _alive
 from tests.integration_tests.workers.common import writer_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +69,20 @@ def test_a_restart_with_the_same_pid_replays_its_predecessors_captures(tmp_path:
         assert writer.stdout is not None
         line = writer.stdout.readline()
         assert line.strip() == "captured pid=1", writer.stderr.read() if writer.stderr else line
+        children = Path(f"/proc/{writer.pid}/task/{writer.pid}/children").read_text().split()
         writer.send_signal(signal.SIGKILL)  # unshare dies; --kill-child takes pid 1 with it
         writer.wait(timeout=30)
     finally:
         if writer.poll() is None:
             writer.kill()
             writer.wait()
+    # the kernel kills pid 1 after unshare is gone, not before wait() returns: the restart
+    # below must not meet the predecessor still alive
+    wait_for(
+        lambda: not any(_alive(int(pid)) for pid in children),
+        f"the namespace's pid 1 (pids {children} here) to die with unshare",
+        timeout=60,
+    )
     [entry] = FileJournal(Path(storage) / "pending").entries()
     assert entry.pid == 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_gone(pid: int, timeout: float = 15.0) -> bool:
+def _wait_gone(pid: int, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _alive(pid):
@@ -83,6 +84,28 @@ def test_server_dies_with_its_parent(how: str) -> None:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_a_port_taken_before_the_server_binds_it_is_left_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process can bind the free port between its pick and llama-server's own bind
+    (llama-server then exits: "couldn't bind"): the start picks another port."""
+    require_local_llm()
+    from deermem_middleware.extraction import local_llm
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picks = [busy]
+        real = local_llm._free_port
+        monkeypatch.setattr(local_llm, "_free_port", lambda: picks.pop() if picks else real())
+        with LocalLLMServer() as server:
+            assert server.port != busy
+            health = server.base_url.removesuffix("/v1") + "/health"
+            with urllib.request.urlopen(health, timeout=5) as response:
+                assert response.status == 200
 
 
 def test_missing_gguf_is_a_clear_error(tmp_path: object) -> None:
