@@ -144,7 +144,7 @@ def main(argv: list[str]) -> int:
             )
             reply(ok=True, capture_ms=captures[-1] if captures else None)
         elif op == "stats":
-            replicas = getattr(memory.service, "replicas", None)
+            replicas = memory.service._replicas  # None: a storage no other process sees
             reply(
                 calls=len(model.calls),
                 markers=[m for call in model.calls for m in call.conversation],
