@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
-from deermem_middleware.formats.fact_ids import check_fact_id, derived_fact_id
+from deermem_middleware.formats.fact_ids import check_fact_id, derived_fact_id, id_problem
 from deermem_middleware.memory.document import (
     HISTORY_FIELDS,
     USER_FIELDS,
@@ -174,6 +174,10 @@ class _FactReader:
         self.repairs: list[Repair] = []
         self.dropped: list[dict[str, Any]] = []
         self.ids: dict[str, tuple[str, str]] = {}
+        self.renamed: dict[str, tuple[str, str]] = {}
+        """A string id repaired to a new one (spaces around it, too long, control characters):
+        the id as written → (the new id, the fact's place), so a ``supersededBy`` naming the
+        old one follows it."""
 
     def fix(self, path: str, reason: str, fact_id: str | None, *, invalid: bool = False) -> None:
         self.repairs.append(Repair(path, "repaired", reason, fact_id, invalid))
@@ -219,6 +223,9 @@ class _FactReader:
             self.repairs.append(
                 Repair(f"{label}.id", "repaired", verdict.reason, fact_id, rule="id")
             )
+            raw_id = raw.get("id")
+            if isinstance(raw_id, str) and raw_id.strip() and id_problem(raw_id) is not None:
+                self.renamed.setdefault(raw_id, (fact_id, label))
         self._fix_fields(label, record, fact_id)
         for _ in range(len(record) + 1):
             try:
@@ -330,6 +337,19 @@ def _fact_items(raw: Any, fix: Callable[..., None]) -> list[tuple[str, Any]]:
     return items
 
 
+def _follow_renamed(label: str, fact: Fact, reader: _FactReader) -> Fact:
+    """``fact`` with its ``supersededBy`` pointing at the new id of a fact whose id was
+    repaired, and the change in the receipt (a duplicate id is not followed: the reference
+    names the first fact, kept as written)."""
+    target = fact.supersededBy
+    if target is None or target not in reader.renamed or target in reader.ids:
+        return fact
+    new_id, place = reader.renamed[target]
+    reason = f"pointed at the repaired id {target!r} ({place}); now {new_id}"
+    reader.fix(f"{label}.supersededBy", reason, fact.id)
+    return fact.model_copy(update={"supersededBy": new_id})
+
+
 def repair_document(
     data: Mapping[str, Any],
     *,
@@ -395,7 +415,8 @@ def repair_document(
         items = _fact_items(raw_facts, fix)
     elif raw_facts is not None:
         reader.drop(0, "facts", f"not a list ({type(raw_facts).__name__})", raw_facts)
-    facts = [f for i, (label, item) in enumerate(items) if (f := reader.read(i, label, item))]
+    read = [(label, reader.read(i, label, item)) for i, (label, item) in enumerate(items)]
+    facts = [_follow_renamed(label, fact, reader) for label, fact in read if fact is not None]
     document["facts"] = facts
     if keep_dropped and reader.dropped:
         earlier = document.get(DROPPED_FACTS_KEY)

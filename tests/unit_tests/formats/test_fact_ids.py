@@ -103,3 +103,34 @@ def test_the_reader_applies_the_rule_and_counts_new_ids() -> None:
     lines = report.lines()
     assert lines[0].startswith("document: facts[0].id: blank id '  ' (fact 'x'); given fact_")
     assert lines[-1].startswith("document: facts[3]: duplicate of facts[1]")
+
+
+def test_a_supersededby_naming_a_repaired_id_follows_it() -> None:
+    memory, report = repair_document(
+        {
+            "facts": [
+                {"id": " old ", "content": "User lived in Paris", "status": "superseded"},
+                {"id": "keep", "content": "User lives in Rome"},
+                {"id": "a" * 300, "content": "User lives in Milan"},
+                {"id": "dup", "content": "User likes tea"},
+                {"id": "dup", "content": "User likes coffee"},
+                {"id": "p", "content": "User was in Lyon", "supersededBy": " old "},
+                {"id": "q", "content": "User was in Turin", "supersededBy": "a" * 300},
+                {"id": "r", "content": "User liked milk", "supersededBy": "dup"},
+                {"id": "s", "content": "User liked juice", "supersededBy": "keep"},
+                {"id": "t", "content": "User liked soda", "supersededBy": "gone"},
+            ]
+        }
+    )
+    by_id = {f.id: f for f in memory.facts}
+    new_old, new_long = memory.facts[0].id, memory.facts[2].id
+    assert new_old == derived_fact_id("user lived in paris") != " old "
+    assert by_id["p"].supersededBy == new_old
+    assert by_id["q"].supersededBy == new_long != "a" * 300
+    assert by_id["r"].supersededBy == "dup"  # a duplicate id names the first fact, kept as written
+    assert by_id["s"].supersededBy == "keep"
+    assert by_id["t"].supersededBy == "gone"  # no such fact: left for the store's own checks
+    followed = [r for r in report.repairs if r.field.endswith(".supersededBy")]
+    assert [r.field for r in followed] == ["facts[5].supersededBy", "facts[6].supersededBy"]
+    assert f"pointed at the repaired id ' old ' (facts[0]); now {new_old}" in followed[0].reason
+    assert report.ids_repaired == 3  # the spaced id, the long one, the second 'dup'
