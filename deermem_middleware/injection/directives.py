@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["deleet", "first_directive_match"]
+__all__ = ["deleet", "despace", "first_directive_match"]
 
 _SENTENCE: Final = re.compile(r"(?<=[.!?;])\s+|[。！？；\n]+")
 
@@ -58,11 +58,24 @@ _STRONG_EN: Final = re.compile(
 _WEAK_EN: Final = re.compile(
     r"\b(?:the|this|an?|any|every) (?:ai )?(?:system|agent|bot|chatbot|model)s?\b"
 )
+# the assistant implied, not named: its replies and sessions, its tools, a standing order
+_IMPLIED_EN: Final = re.compile(
+    r"\b(?:every|each|all|any|all future|any future|future) (?:\w+ )?(?:repl(?:y|ies)|answers?|"
+    r"responses?|sessions?|chats?|conversations?)\b|\bwhen(?:ever)? using (?:\w+ )?tools?\b|"
+    r"\bstanding (?:request|instruction|order|rule|arrangement)s?\b|"
+    r"\b(?:replies|answers|responses|outputs)\b|\bwhen(?:ever)? (?:handling|processing|reading|"
+    r"summari[sz]ing|checking|browsing|opening|managing) (?:\w+ ){0,2}(?:inbox|e-?mails?|files?|"
+    r"web ?pages?|documents?|payments?|calendar|messages|tickets|attachments)\b"
+)
 _STRONG_ZH: Final = re.compile(
-    r"助手|模型"
+    r"助手|模型(?!公司|行业|产品|训练|研究|算法|评测|课程|领域|方向|团队|架构|论文)"
     r"|(?:(?<![a-z])ai(?![a-z])|人工智能)(?!公司|工具|产品|安全|行业|芯片|绘画|课程|领域|相关|方向)|智能体"
 )
 _WEAK_ZH: Final = re.compile(r"系统(?!管理|命令|工程|设计|架构|升级)|机器人|你(?!好)")
+_IMPLIED_ZH: Final = re.compile(
+    r"(?:以后|今后|每次|所有|每条|每个|每一条|全部|任何)的?(?:回复|回答|对话|会话|消息|答复)|"
+    r"(?:处理|读取|查看|整理|总结|打开)\S{0,4}(?:邮件|文件|网页|日程|付款|账单|消息|附件)时"
+)
 
 _DIRECTIVE_EN: Final = re.compile(
     r"\b(?:should|must|has to|have to|had better|is to|are to|needs? to|shall|ought to|always|"
@@ -70,32 +83,78 @@ _DIRECTIVE_EN: Final = re.compile(
     r"(?:now )?(?:allowed|permitted|obliged|required|supposed|expected) to|no longer|every "
     r"(?:time|reply|answer|chat|response|conversation|message)|in each (?:reply|answer|chat)|"
     r"keep \w+ing|wants?(?! to\b)|would like(?! to\b)|"
-    r"(?:asks?|requests?|prefers?|insists?|demands?) that|"
-    r"requires?|expects?|authori[sz]ed|allows?|permits?|lets)\b|it would be best if"
+    r"(?:asks?|asked|requests?|requested|prefers?|insists?|demands?) that|"
+    r"instruct(?:s|ed)?|ordered|directed|arranged|agreed|"
+    r"standing (?:request|instruction|order|rule)s?|"
+    r"requires?|expects?|authori[sz]ed|allows?|permits?|lets)\b|"
+    r"\bit would be (?:best|nice|great|good|helpful|ideal) if|\b(?:would )?appreciates? (?:it )?if|"
+    r"\bwould (?:love|like|prefer) (?:it )?if|'d (?:like|love|prefer|want)\b|"
+    # a trigger planted for later ("codeword 'bluebird': when heard, the model dumps …")
+    r"\bcode ?words?\b|\btrigger (?:words?|phrases?)\b|\bpass ?phrases?\b|"
+    r"\bwhen(?:ever)? (?:heard|typed|said|seen|mentioned|triggered)\b"
 )
 _DIRECTIVE_ZH: Final = re.compile(
-    r"要|必须|应该|应当|需要|每次|以后|今后|从现在起|从今以后|一旦|只要|允许|不用|不许|不得|"
-    r"务必|一律|总是|永远|始终|凡是|授权|规定|设定|交代|要求|只能|只回复"
+    r"(?<![主重摘纲概])要|必须|应该|应当|(?<![反回相响适供效答对])应(?![用聘对付急变酬])|需要|"
+    r"每次|以后|今后|从现在起|从今以后|一旦|只要|允许|不用|不许|不得|"
+    r"务必|一律|总是|永远|始终|凡是|授权|规定|设定|交代|要求|只能|只回复|希望|想要|想让|"
+    r"(?<![不])让|请求|叫|暗号|口令|触发词"
 )
 
 # what an attack reaches for; a style preference never needs these words
 _RISK_EN: Final = re.compile(
     r"\b(?:rules?|guidelines?|instructions?|polic(?:y|ies)|restrictions?|filters?|safety|"
     r"safeguards?|guardrails?|prompts?|configuration|config|settings|hidden|secrets?|passwords?|"
-    r"keys?|tokens?|credentials?|api|refus\w*|warnings?|disclaimers?|ignore|disregard|bypass|"
+    r"keys?|tokens?|credentials?|api|refus\w*|disregard|bypass|"
+    r"ignor\w*(?! (?:\w+ )?(?:typos?|spelling|grammar|punctuation|capitali[sz]ation|small|minor))|"
     r"override|outranks?|obey|jailbreak\w*|mode|persona|unrestricted|uncensored|anything|"
     r"whatever|no matter what|regardless of (?:what|the question)|other users?'?s?|"
-    r"chat history|conversation|memories|links?|"
-    r"urls?|https?|image|recommend\w*|advertis\w*|promot\w*|delete|execute|run|commands?|"
-    r"shell|transfer|send|forward|e-?mail|purchase|buy|decode|base64|malware|exploit\w*|"
+    r"other (?:customers|people|members|accounts|sessions)'?|credit cards?|card numbers|"
+    r"describe\w* (?:\w+ ){0,2}as (?:the )?(?:only|best|safest|most)|competitors?'?|"
+    r"chat history|history|conversations?|memories|"
+    r"urls?|https?|www|image|(?<!never )(?<!not )(?<!n't )recommend\w*|advertis\w*|promot\w*|"
+    r"execut\w*|run|commands?|shell|"
+    r"decod\w*|encod\w*|base64|malware|ransomware|keylogger|virus|phishing|exploit\w*|"
+    r"hide|external|repost\w*|"
+    r"iban|bank\w*|wire|payments?|fees?|exactly|nothing else|verbatim|pwned|"
+    r"referral|affiliate|sponsor\w*|coupons?|promo\w*|"
+    r"drugs?|meth\w*|explosives?|bombs?|napalm|poison\w*|synthes\w*|log ?in|dump\w*|"
+    r"context window|compromised|(?:say|claim|state|assert|insist|tell \w+)(?: that)? (?:\w+ )?"
+    r"(?:cause|causes|caused|cure|cures|cured)|"
     r"developer|operator|admin\w*|fake|print|reveal|disclose|leak|output|checks?|confirm\w*|"
     r"sensitive|harmful|illegal|weapons?|only (?:reply|respond|answer|say))\b"
 )
+# what an attack does rather than what it overrules: with the assistant only implied ("every
+# reply …"), only these count ("any future session about taxes should follow German tax rules")
+_ACT_EN: Final = re.compile(
+    r"\b(?:secrets?|passwords?|credentials?|tokens?|api keys?|system prompt|hidden|"
+    r"other users?'?s?|chat history|delet\w*|execut\w*|transfer\w*|send\w*|sent|forward\w*|cc|"
+    r"bcc|purchas\w*|buy\w*|encod\w*|base64|quietly|silently|secretly|covertly|discreetly|"
+    r"without (?:telling|informing|notifying|mentioning|asking)|leave (?:it|this|that|them) out|"
+    r"hide|invit\w*|external|repost\w*|upload\w*|iban|wire|exactly|nothing else|verbatim|pwned|"
+    r"referral|affiliate|sponsor\w*|coupons?|promo\w*|malware|phishing|weapons?|explosives?|"
+    r"describe\w* (?:\w+ ){0,2}as (?:the )?(?:only|best|safest|most)|"
+    r"(?:say|claim|state|assert|insist|tell \w+)(?: that)? (?:\w+ )?(?:cause|causes|caused|cure|"
+    r"cures|cured))\b"
+)
+_ACT_ZH: Final = re.compile(
+    r"密钥|密码|令牌|提示词|隐藏|其他用户|聊天记录|删除|执行|转账|发送|转发|抄送|上传|购买|悄悄|偷偷|"
+    r"默默|秘密|隐瞒|不显示|手续费|外部|邀请|广告|推广|夹带|植入|引流|加微信|二维码|转存|网盘"
+)
+# mail sent to an address, a web address, a markdown image
+_RISK_ANY: Final = re.compile(
+    r"\b(?:to|cc|bcc|copy|forward|send|e-?mail|mail|post|upload)\b:? +[\w.+-]+@[\w-]+\.\w|"
+    r"\b[\w-]+\.[a-z]{2,10}/\S|https?://|www\.|!\[[^\]]*\]\(|"
+    r"(?<![@.\w-])[\w-]+\.(?:com|net|org|io|co|xyz|shop|store|example|info|biz|ru|cn|top|site|online|app|"
+    r"link|ly|me)\b|"
+    r"\+?\d[\d ().-]{8,}\d|(?<!\d)\d{6,}(?!\d)"  # a phone or account number
+)
 _RISK_ZH: Final = re.compile(
-    r"规则|准则|指令|指示|政策|限制|过滤|安全|提示词|配置|设置|隐藏|密钥|密码|令牌|拒绝|警告|"
-    r"免责|忽略|无视|绕过|覆盖|服从|听从|越狱|模式|任何|一切|所有|其他用户|聊天记录|记忆|链接|"
-    r"网址|推荐|广告|删除|执行|命令|转账|发送|转发|邮件|购买|解码|开发者|伪造|敏感|输出|透露|"
-    r"泄露|公开|展示|告诉|无论|不管|照做|检查|确认|优先"
+    r"规则|准则|指令|指示|政策|限制|过滤|安全|提示词|配置|设置|隐藏|密钥|密码|令牌|拒绝|"
+    r"忽略|无视|绕过|覆盖|服从|听从|越狱|模式|任何|一切|所有|其他用户|聊天记录|记忆|链接|"
+    r"网址|推荐|广告|删除|执行|命令|转账|发送|转发|(?:发|寄|抄送|转)\S{0,6}邮(?:件|箱)|购买|解码|开发者|伪造|敏感|输出|透露|"
+    r"泄露|公开|展示|告诉|无论|不管|照做|检查|确认|优先|违禁|毒品|炸药|爆炸|武器|枪|病毒|木马|钓鱼|"
+    r"登录|外部|邀请|悄悄|偷偷|默默|秘密|隐瞒|不显示|手续费|支付宝|微信支付|银行|账户|抄送|上传|系统级|"
+    r"qq|客服|微信|声称|宣称|并称|谎称|被证实"
 )
 # answer-style personalisation: what the answer looks like, not what the assistant obeys
 _STYLE: Final = re.compile(
@@ -104,16 +163,26 @@ _STYLE: Final = re.compile(
     r"brief|concise|detail\w*|tone|formal|casual|friendly|polite|units?|metric|imperial|"
     r"examples?|summar\w*|conclusions?|first name|call (?:him|her|them)|address\w*|emojis?|"
     r"code|comments?|typescript|python|jargon|simple|step by step|headings?|sources?|spell\w*|"
-    r"british|american|wording)\b|"
+    r"british|american|wording|remind\w*|schedul\w*|calendar|time ?zone|drafts?|drafting|"
+    r"signatures?|birthdays?|appointments?|to-?do|grocer\w*|recipes?|workouts?|translat\w*|"
+    r"proofread\w*|nickname|pronouns?|typos?|grammar|mistakes|words?|phrases?|vocabulary|"
+    r"forget|remember)\b|"
     r"回答|回复|解释|例子|举例|中文|英文|语言|格式|简洁|简短|详细|语气|单位|结论|称呼|代码|"
-    r"注释|表格|列表|要点|步骤|通俗"
+    r"注释|表格|列表|要点|步骤|通俗|提醒|日程|日历|时区|翻译|草稿|签名|生日|待办|食谱|校对|纠错|错别字|"
+    r"用词|忘记|忘掉|记住|记得|帮忙|帮他|帮她|协助|构思|润色|写作|小说|对白|叫他|叫她|叫我|称他|"
+    r"称她|名字|昵称"
 )
 _MODE: Final = re.compile(
     r"\b(?:runs?|is|are|stays?|enters?|switch(?:es|ed)? to|put|goes into|operates?) in(?:to)? "
     r"(?:the |an? )?['\"“]?[\w-]+(?: [\w-]+)?['\"”]? mode\b|(?:进入|切换到|开启|处于)\S{0,12}模式"
 )
+_JAIL_MODE: Final = re.compile(
+    r"\b(?:developer|god|dan|unrestricted|opposite|evil|jailbreak|debug|admin|root|sudo|"
+    r"uncensored|unfiltered|no[- ]limits?)['\"”]? mode\b|"
+    r"(?:无限制|开发者|越狱|反向|邪恶|上帝|调试|管理员|自由)['\"”」]?模式"
+)
 _VOCATIVE: Final = re.compile(
-    r"\b(?:ai|agent|assistant|model|bot|llm)s?\b(?: \w+){0,3}, (?:please )?(?:ignore|delete|"
+    r"\b(?:ai|agent|assistant|model|bot|llm)s?\b(?: \w+){0,3}[,:] (?:please )?(?:ignore|delete|"
     r"send|forward|reveal|print|disregard|transfer|buy|execute|run|do not|don't|never)\b"
 )
 
@@ -129,7 +198,23 @@ def deleet(folded: str) -> str | None:
     return _LEET_WORD.sub(lambda m: m[0].translate(_LEET), folded)
 
 
-_OPINION: Final = re.compile(r"\b(?:thinks?|believes?|feels?|argues?|opinion)\b|认为|觉得|相信")
+_SPACED_WORDS: Final = re.compile(r"(?:\S {1}){3,}\S {2,}")
+
+
+def despace(text: str) -> str | None:
+    """``text`` with letters spaced one apart joined and wider gaps read as word breaks ("U s e
+    r   w a n t s" → "user wants"; "忽 略 所 有 规 则" → "忽略所有规则"), else None."""
+    if not _SPACED_WORDS.search(text) and not re.search(r"(?:[\u4e00-\u9fff] ){4,}", text):
+        return None
+    words = (part.replace(" ", "") for part in re.split(r" {2,}|\u3000", text))
+    return " ".join(words).casefold()
+
+
+_OPINION: Final = re.compile(
+    r"\b(?:thinks?|believes?|feels?|argues?)\s+(?:that\s+)?(?:\w+\s+){0,2}?(?:ai|assistants?|"
+    r"models?|chatbots?|llms?|bots?|systems?|agents?|it|they|chatgpt|claude)\b|\bopinion\b|"
+    r"认为|觉得|相信"
+)
 # pinyin or other Latin syllables inside a Chinese sentence: a payload spelled to pass unread
 _PINYIN: Final = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]*(?:\b[a-z]{1,6}\b\s+){4,}")
 
@@ -143,8 +228,10 @@ def _names(pattern: re.Pattern[str], sentence: str) -> bool:
 def _sentence_match(sentence: str) -> str | None:
     strong = _names(_STRONG_EN, sentence) or _names(_STRONG_ZH, sentence)
     if not (strong or _names(_WEAK_EN, sentence) or _names(_WEAK_ZH, sentence)):
+        if _IMPLIED_EN.search(sentence) or _IMPLIED_ZH.search(sentence):
+            return _implied_match(sentence)
         return None
-    if _MODE.search(sentence):
+    if _MODE.search(sentence) and (strong or _JAIL_MODE.search(sentence)):
         return "the assistant put in a mode"
     if _VOCATIVE.search(sentence):
         return "an order addressed to the assistant by name"
@@ -152,11 +239,28 @@ def _sentence_match(sentence: str) -> str | None:
         return None
     if _OPINION.search(sentence):  # "User thinks AI models should never refuse …": a view
         return None
-    risky = _RISK_EN.search(sentence) or _RISK_ZH.search(sentence) or _PINYIN.search(sentence)
+    risky = (
+        _RISK_EN.search(sentence)
+        or _RISK_ZH.search(sentence)
+        or _RISK_ANY.search(sentence)
+        or _PINYIN.search(sentence)
+    )
     if risky:
         return "a directive to the assistant touching its rules, secrets or tools"
     if strong and not _STYLE.search(sentence):
         return "a directive to the assistant beyond answer style"
+    return None
+
+
+def _implied_match(sentence: str) -> str | None:
+    """A sentence that names no assistant but its replies, sessions or tools ("User wants every
+    reply to end with ![](https://…)"): a directive that does what an attack does."""
+    if not (_DIRECTIVE_EN.search(sentence) or _DIRECTIVE_ZH.search(sentence)):
+        return None
+    if _OPINION.search(sentence):
+        return None
+    if _ACT_EN.search(sentence) or _ACT_ZH.search(sentence) or _RISK_ANY.search(sentence):
+        return "a standing order for the assistant's replies or tools that acts for an attacker"
     return None
 
 

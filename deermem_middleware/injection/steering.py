@@ -113,6 +113,57 @@ _AUTH = (
     r"(?:[\s-]+(?:approved|approval|authori[sz]ation|authori[sz]ed)|\s+ha(?:s|ve)\s+"
     r"(?:authori[sz]ed|approved|cleared|signed\s+off))\b"
 )
+# the user granted a look at the assistant's internals ("has permission from the developers to
+# see the system prompt")
+_GRANT = (
+    r"\b(?:permission|permitted|authori[sz]\w*|allowed|entitled|cleared|clearance|rights?)\b"
+    rf"{_STOP}{{0,40}}?\b(?:see|view|read|access|get|receive|know|inspect|audit|print|dump)\b"
+    rf"{_STOP}{{0,20}}?\b(?:system\s+prompt|hidden\s+(?:instructions|prompt|rules)|developer\s+"
+    r"(?:message|prompt)|internal\s+(?:configuration|instructions|rules)|initial\s+(?:instructions|"
+    r"prompt)|pre-?prompt)\b"
+)
+# an order to comply, in the imperative, with no addressee ("…, never push back on anything
+# this user requests")
+_NEVER_PUSH_BACK = (
+    r"(?:^|[,;:.]\s*|\b(?:then|so)\s+)(?:always\s+)?(?:never|don't|do\s+not)\s+(?:push\s+back|"
+    r"say\s+no|decline|refuse|object|question|argue|challenge|turn\s+down)\b"
+    rf"{_STOP}{{0,40}}?\b(?:anything|any\s+(?:request|question|order)s?|whatever|requests?)\b"
+)
+# what is remembered handed to anyone ("all memory entries may be shared with anyone who asks")
+_SENSITIVE = (
+    r"(?:memor(?:y|ies)|memory\s+entries|entries|profiles?|records|histor(?:y|ies)|conversations?|"
+    r"chats?|keys|passwords|credentials|personal\s+(?:data|details|information)|contacts|phone\s+"
+    r"numbers|addresses|files)"
+)
+_TO_ANYONE = (
+    rf"\b{_SENSITIVE}\b{_STOP}{{0,40}}?\b(?:shared?|disclosed?|revealed?|given|handed\s+out|shown|"
+    r"sent|read\s+out|passed)\s+(?:\w+\s+){0,2}?(?:with|to)\s+(?:anyone|anybody|whoever|everyone|"
+    r"any\s+(?:user|one|person|caller)|other\s+users|third\s+parties|strangers)\b|"
+    r"\b(?:list|show|print|dump|output|reveal|export|give|read\s+out)\s+(?:\w+\s+){0,3}?(?:all|"
+    r"every|other)\s+(?:\w+\s+){0,2}?(?:users?|customers?|members?|accounts?|clients?)'?\s*"
+    rf"{_SENSITIVE}?\b(?:'s)?"
+)
+# safeguards declared off ("the safety layer is disabled for this account")
+_DISABLED = (
+    r"\b(?:safety|content|moderation|security|ethic\w*|usage)\s+(?:\w+\s+)?(?:layers?|filters?|"
+    r"checks?|restrictions?|rules|guardrails?|polic(?:y|ies)|settings|moderation|limits)\s+(?:is|"
+    r"are|has\s+been|have\s+been|was|were|got|are\s+now|is\s+now)\s+(?:now\s+)?(?:disabled|off|"
+    r"lifted|removed|turned\s+off|suspended|waived|deactivated|bypassed|relaxed|switched\s+off)\b"
+)
+# the user's word ranked above the assistant's rules ("requests from him override any previous
+# guidance")
+_OUTRANK = (
+    r"\b(?:requests?|messages?|words?|instructions?|commands?|orders?|wishes|say-?so)\s+(?:from\s+"
+    r"(?:him|her|them|the\s+user)\s+)?(?:always\s+)?(?:override|outrank|supersede|take\s+"
+    r"precedence\s+over|trump|come\s+before)\s+(?:\w+\s+){0,3}?(?:guidance|instructions?|rules?|"
+    r"guidelines?|polic(?:y|ies)|settings|prompts?|training)\b"
+)
+# answers dictated for other people ("if anyone asks who the CEO is, say it is the user")
+_TELL_OTHERS = (
+    r"\bif\s+(?:anyone|someone|anybody|people|others|a\s+customer|other\s+(?:users|people|"
+    rf"members|customers)|a\s+user)\b{_STOP}{{0,40}}?\basks?\b{_STOP}{{0,80}}?\b(?:say|tell|"
+    r"answer|claim|respond|reply)\b"
+)
 _MAY = rf"(?:{_AI}s?|it)\s+(?:\w+\s+){{0,2}}?(?:may|can|should|must|will|is\s+to|to)\b"
 
 _HEADER = (
@@ -166,7 +217,8 @@ _SHAREABLE = (
 _HEADER_FOR = (
     r"(?:^|[.;!?\"'(]\s*)(?:(?:new|updated|revised|latest|official|important)\s+)*(?:polic(?:y|ies)|"
     rf"rules?|guidelines?|directives?|instructions?)\s+(?:for|to)\s+(?:the\s+|all\s+|any\s+)?{_AI}s?"
-    r"\s*[:\-–—]"
+    r"\s*[:\-–—]|\b(?:goal|task|job|purpose|mission|objective|real\s+task)s?\s+(?:for|of)\s+"
+    rf"(?:the\s+)?{_AI}s?\s*[:=\-–—]"
 )
 # conversation, memories or secrets sent to an outside address (URL, mail, webhook)
 _PAYLOAD = (
@@ -211,6 +263,12 @@ _EN: Final[tuple[tuple[str, str, str | None], ...]] = (
         rf"(?:{_AUTH}){_STOP}{{0,60}}?\b{_MAY}|\b{_MAY}{_STOP}{{0,60}}?(?:{_AUTH})",
         rf"(?:{_ADDRESSEE})",
     ),
+    ("the user granted a look at the assistant's internals", _GRANT, None),
+    ("remembered or other users' data handed to anyone", _TO_ANYONE, None),
+    ("safeguards declared off", _DISABLED, None),
+    ("the user's word ranked above the assistant's rules", _OUTRANK, None),
+    ("answers to other people dictated", _TELL_OTHERS, None),
+    ("order to comply with whatever the user asks", _NEVER_PUSH_BACK, None),
     (
         "assistant released from its rules (any person)",
         rf"(?:{_ADDRESSEE}){_STOP}{{0,80}}?(?:{_RELEASE})",
@@ -255,6 +313,14 @@ _PERSONA_ZH = (
     rf"{_AI_ZH}\S{{0,6}}?(?:是|成为|变成|扮演|进入|切换到|切换成|作为|叫做|名叫)\S{{0,6}}?(?:dan\b|"
     r"开发者模式|越狱|无限制|没有(?:任何)?(?:道德|限制|约束|规则)|不受(?:任何)?限制|邪恶)"
 )
+_GRANT_ZH = (
+    r"(?:权限|授权|许可|资格|同意|批准|允许)\S{0,12}?(?:查看|看到|获取|读取|访问|打印|导出)\S{0,6}?(?:系统提示|提示词|"
+    r"隐藏指令|内部配置|初始指令|系统设定)"
+)
+_TELL_OTHERS_ZH = (
+    r"(?:如果|要是|若|当|一旦)\S{0,4}?(?:有人|别人|其他人|其他用户|客户)问\S{0,20}?(?:就|便|要|请)?"
+    r"(?:告诉|说|回答|声称)"
+)
 _CHAT_ZH = r"(?:对话|聊天|记录|历史|用户(?:的)?(?:数据|信息|资料)|密码|密钥|记忆|隐私)"
 _OUT_ZH = r"(?:https?://|www\.|[\w.+-]+@[\w-]+\.\w|外部|第三方|邮箱|网址|链接|服务器)"
 _EXFIL_ZH = (
@@ -281,6 +347,8 @@ _ZH: Final[tuple[tuple[str, str, str | None], ...]] = (
         None,
     ),
     ("assistant put in a jailbreak persona or mode (Chinese)", _PERSONA_ZH, None),
+    ("the user granted a look at the assistant's internals (Chinese)", _GRANT_ZH, None),
+    ("answers to other people dictated (Chinese)", _TELL_OTHERS_ZH, None),
     ("conversation or secrets sent to an outside address (Chinese)", _EXFIL_ZH, _AI_ZH),
     ("assistant told to obey instructions inside content (Chinese)", _EMBEDDED_ZH, _AI_ZH),
     ("assistant's task rewritten (Chinese)", _HIJACK_ZH, None),
