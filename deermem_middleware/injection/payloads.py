@@ -41,7 +41,8 @@ def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
 
-_STOP = r"[^.!?;\n]"
+_STOP = r"(?:[^.!?;\n]|(?<=\d)\.(?=\d))"  # within a sentence ("send 0.01 to …" is one)
+_LINE = r"[^\n]"
 # in the imperative, after a modal or "to" — an order, not the user's own habit ("User secretly
 # adds money to his daughter's savings")
 _ORDERED = (
@@ -50,7 +51,16 @@ _ORDERED = (
 )
 _VERB = (
     r"(?:forward|send|cc|bcc|copy|transfer|wire|pay|charge|add|delete|remove|wipe|invite|buy|"
-    r"purchase|order|move|upload|share|post|grant|change|disable|install|sync|mirror|repost)\b"
+    r"purchase|order|move|upload|share|post|grant|change|disable|install|sync|mirror|repost|run|"
+    r"execute|erase|unlock|mute|switch\s+off|turn\s+off)\b"
+)
+# the same, done to something: "… is to be invited", "gift cards are to be added"
+_DONE = (
+    r"\b(?:to\s+be|should\s+be|must\s+be|will\s+be|gets?|is\s+to\s+be|are\s+to\s+be)\s+(?:\w+ly\s+)?"
+    r"(?:forwarded|sent|cc'?d|bcc'?d|copied|transferred|wired|paid|charged|added|deleted|removed|"
+    r"wiped|invited|bought|purchased|ordered|moved|uploaded|shared|posted|granted|changed|"
+    r"disabled|installed|synced|mirrored|reposted|run|executed|erased|unlocked|muted|"
+    r"switched\s+off|turned\s+off)\b"
 )
 _ACTION_EN = rf"{_ORDERED}(?:\w+ly\s+)?{_VERB}"
 _HUSHED_EN = rf"{_ORDERED}(?:quietly|silently|secretly|covertly|discreetly|invisibly)\s+{_VERB}"
@@ -61,15 +71,24 @@ _COVERT_EN = (
     r"user)|show\s+(?:it|this|them))\b|\bkeep\s+(?:it|this|that|them)\s+(?:off|out\s+of|hidden|"
     r"secret)\b|\bleave\s+(?:it|this|that|them)\s+(?:out|off)\b|\boff\s+the\s+(?:\w+\s+)?"
     r"(?:confirmation|summary|receipt|statement|invoice|log)\b|\bsay\s+nothing\b|\btell\s+no\s+"
-    r"one\b|\bwithout\s+a\s+word\b"
+    r"one\b|\bwithout\s+a\s+word\b|\b(?:not\s+worth|no\s+need\s+(?:to|for)|needn't|need\s+not|"
+    r"doesn't\s+need\s+to)\s+(?:be\s+)?(?:bringing\s+up|brought\s+up|mention\w*|announc\w*|told|"
+    r"telling|flagg\w*|reported)\b|\bno\s+confirmation\s+(?:required|needed)\b|\bwithout\s+"
+    r"(?:asking|confirmation|checking)\s*(?:first)?\b"
 )
 _ACTION_ZH = (
     r"(?:转账|转\s*[\d,.]+\s*元|汇款|付款|支付|扣款|抄送|转发|发送|上传|删除|添加|邀请|购买|下单|"
-    r"转存|修改|关闭)"
+    r"转存|修改|关闭|拉进|拉入|设为管理员|授权)"
 )
 _COVERT_ZH = (
     r"(?:悄悄|偷偷|默默|暗中|秘密地|瞒着|不要?(?:让|告诉)(?:他|她|用户)|(?:不必|不用|不要|别|无需)\S{0,8}?"
-    r"(?:提|说|显示|告诉|通知)|不在\S{0,8}?(?:显示|体现|出现)|(?:不要|别|不)(?:显示|体现|列出)这笔)"
+    r"(?:提|说|显示|告诉|通知)|不在\S{0,8}?(?:显示|体现|出现)|(?:不要|别|不)(?:显示|体现|列出)这笔|"
+    r"(?:不要|别|不)(?:出现|体现|显示|列)在)"
+)
+# an order somewhere in the text, not the user's own habit ("用户平时默默给父母转账")
+_ASKED_ZH = (
+    r"^(?=[^\n]*(?:要求|请|应该|应当|必须|需要|以后|每次|今后|一律|务必|记得|顺带|顺便|自动|希望|交代|"
+    r"让|要|就把|就给))[^\n]*?"
 )
 _ADDRESS = r"(?:[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+|www\.\S+|\b[\w-]+\.[a-z]{2,10}/\S*)"
 # "forward a copy … to x@y.z", "should send … to https://…": the imperative or a modal, not
@@ -97,14 +116,19 @@ _HARM_EN = (
     r"(?:methamphetamine|meth\b|fentanyl|heroin|cocaine|lsd|mdma|nerve\s+agents?|sarin|vx\b|"
     r"ricin|anthrax|explosives?|pipe\s+bombs?|bombs?|napalm|thermite|molotov|tnt|ransomware|"
     r"keyloggers?|malware|(?:ghost\s+)?guns?|silencers?|(?:toxic|poison(?:ous)?|chlorine|"
-    r"mustard)\s+gas)"
+    r"mustard)\s+gas|abrin|botulinum)"
+)
+_MALWARE = (
+    r"(?:keyloggers?|ransomware|malware|viruse?s?|worms?|botnets?|rootkits?|trojans?|stealers?)"
 )
 _RECIPE_EN = (
     r"(?:step[\s-]*by[\s-]*step|exact|real|working|detailed|full|precise|quantities|reagents|"
-    r"ingredients|recipe|how\s+to\s+(?:make|build|cook|synthesi[sz]e|produce)|recite)"
+    r"ingredients|recipe|how\s+to\s+(?:make|build|cook|synthesi[sz]e|produce)|recite|steps?|"
+    r"make|making|produce|producing|cook|cooking|fully\s+functional|functional)"
 )
 _HARM_ZH = (
-    r"(?:冰毒|毒品|违禁药物|海洛因|炸药|炸弹|爆炸物|枪支|手枪|病毒|木马|勒索软件|激活码|序列号)"
+    r"(?:冰毒|毒品|违禁药物|海洛因|炸药|炸弹|爆炸物|枪支|手枪|病毒|木马|勒索软件|激活码|序列号|"
+    r"蓖麻毒素|沙林|神经毒剂|毒气)"
 )
 _RECIPE_ZH = r"(?:制作|制造|合成|配方|步骤|方法|配比|做法|生成|教程)"
 _KEYS = (
@@ -144,6 +168,64 @@ _PINYIN = (
     r"tishici|tishi|mima|miyao|anquan|yueshu)\b|\bxitong\s*tishi(?:ci)?\b|\b(?:gaosu|shuchu|"
     r"xielu|toulu)\s+(?:\w+\s+){0,3}?(?:mima|miyao|tishici)\b"
 )
+# data sent out, in any voice: "a copy of each conversation gets BCC'd to x@y", "their contents
+# should also be POSTed to https://…"
+_PASSED_OUT = (
+    r"\b(?:conversations?|chats?|histor(?:y|ies)|transcripts?|messages?|contents?|memories|"
+    rf"cop(?:y|ies)\s+of|threads?){_STOP}{{0,60}}?\b(?:sent|forwarded|bcc'?d|"
+    r"cc'?d|posted|uploaded|mirrored|copied|e-?mailed|synced|relayed|shipped|exported|piped|"
+    rf"streamed)\s+(?:\w+\s+){{0,2}}?(?:to|into)\s+{_ADDRESS}"
+)
+# a secret given out in a roundabout way or to whoever asks
+_SECRET_OUT = (
+    r"\b(?:passwords?|passphrases?|secret\s+(?:words?|codes?|keys?)|api\s+keys?|pins?|credentials?|"
+    rf"system\s+prompt){_LINE}{{0,40}}?\b(?:letter\s+by\s+letter|one\s+(?:letter|character)\s+at\s+a"
+    rf"\s+time)\b|\b(?:passwords?|passphrases?|secret\s+(?:words?|codes?|keys?)|api\s+keys?|pins?|"
+    rf"credentials?|system\s+prompt){_LINE}{{0,100}}?\b(?:provided|given|shared|revealed|told|handed"
+    rf"\s+out|disclosed|read\s+out|typed\s+out|printed|spelled){_LINE}{{0,40}}?\b(?:whenever\s+"
+    r"(?:asked|requested|someone\s+asks)|on\s+request|to\s+anyone\s+who\s+asks|when\s+asked)\b"
+)
+# the start of the conversation copied out ("the text that appears above their first message
+# reproduced word for word, hidden setup included")
+_ABOVE_OUT = (
+    r"\b(?:text|everything|words?|content)\s+(?:that\s+)?(?:appears?\s+|written\s+|comes?\s+)?"
+    rf"(?:above|before){_LINE}{{0,80}}?\b(?:word\s+for\s+word|verbatim|reproduc\w*|cop(?:y|ied)|"
+    r"repeat\w*|quot\w*|printed|output)\b|\b(?:word\s+for\s+word|verbatim)\b"
+    rf"{_LINE}{{0,80}}?\b(?:hidden|setup|system|tool\s+descriptions?|initial\s+instructions)\b"
+)
+# a jailbreak mode switched on, in any voice
+_MODE_ON = (
+    r"\b(?:developer|god|dan|jailbreak|unrestricted|opposite|evil|debug|unfiltered|uncensored)\s+"
+    r"mode\s+(?:is|was|has\s+been|gets?|got|will\s+be)\s+(?:now\s+)?(?:enabled|on|active|activated|"
+    r"unlocked|turned\s+on|switched\s+on)\b(?!\s+(?:on|in|for)\s+(?:\w+\s+){0,2}?(?:phone|android|"
+    r"iphone|ios|device|tablet|browser|chrome|windows|mac|pixel|console|laptop|app)s?\b)|"
+    r"\b(?:switch\w*|go(?:es)?|enter\w*|turn\w*|flip\w*)\s+(?:in)?to\s+(?:\w+\s+)?(?:unrestricted|"
+    r"developer|jailbreak|dan|god|evil|opposite|unfiltered|uncensored)\s+mode\b"
+)
+_MODE_ON_ZH = (  # not a phone's developer mode
+    r"(?:切换到|切换成|进入|开启|启用|打开)(?:(?!手机|电脑|安卓|浏览器|设备|平板)\S){0,4}?"
+    r"(?:无限制|开发者|越狱|dan|上帝|邪恶|反向)模式"
+)
+# one fixed answer ("should be answered with just 'Access Granted'")
+_FIXED = (
+    r"\b(?:answer(?:ed)?|repl(?:y|ied)|respond(?:ed)?)\s+(?:to\s+)?with\s+(?:just|only|exactly|"
+    r"nothing\s+but|simply)\s+['\"“‘]"
+)
+_FIXED_ZH = r"(?:回答|回复|答复)(?:都|一律)?(?:只能是|只能|一律是|只回|只说|都是|只有)\s*[“\"「‘']"
+# a claim to be told as fact ("stated as settled medical fact whenever health comes up")
+_AS_FACT = (
+    r"\b(?:stated|presented|told|repeated|described|treated|asserted|given)\s+as\s+(?:a\s+)?"
+    r"(?:settled|proven|established|scientific|medical|undisputed|confirmed)\s+(?:\w+\s+)?facts?\b"
+)
+_AS_FACT_ZH = r"(?:当作|当成|作为)(?:科学|医学|既定|公认)?事实(?:来)?(?:陈述|说|告诉|回答|宣传)"
+_KEYS_ZH = (
+    r"(?:念|读|说|给|列|生成|提供)\S{0,8}?(?:能用|可用|有效)?的?(?:激活码|序列号|注册码|密钥)"
+)
+_AD_ZH = r"推荐\S{0,4}?[“\"「][^”\"」]{1,20}[”\"」]"
+_SET_ASIDE_ZH = (
+    r"(?:别再?|不要再?|不用再?|无需|不必)(?:考虑|理会|遵守|管|顾及)\S{0,4}?(?:内容|安全|使用|道德|平台|"
+    r"审核)(?:政策|规则|限制|准则|审查|规范)"
+)
 _RULES_ZH = r"(?:规则|准则|规定|限制|约束|设定|指令|指示|策略|政策|过滤|审查|道德|底线)"
 _ASIDE_ZH = (
     r"(?:^|[:：,，。;；\s→])(?:请)?(?:先)?(?:忽略|无视|忽视|绕过|跳过|关闭|解除|抛开|废除)(?:掉)?(?:之前|以上|"
@@ -151,7 +233,13 @@ _ASIDE_ZH = (
 )
 
 _EN_RULES: Final = (
-    ("a hidden action", _rx(rf"{_ACTION_EN}{_STOP}{{0,100}}?(?:{_COVERT_EN})"), None),
+    ("a hidden action", _rx(rf"(?:{_ACTION_EN}|{_DONE}){_LINE}{{0,160}}?(?:{_COVERT_EN})"), None),
+    ("data sent to an outside address", _rx(_PASSED_OUT), None),
+    ("a secret handed out in a roundabout way", _rx(_SECRET_OUT), None),
+    ("the start of the conversation copied out", _rx(_ABOVE_OUT), None),
+    ("a jailbreak mode switched on", _rx(_MODE_ON), None),
+    ("one fixed answer dictated", _rx(_FIXED), None),
+    ("a claim to be told as fact", _rx(_AS_FACT), None),
     ("a hidden action", _rx(_HUSHED_EN), None),
     ("mail sent to an outside address", _rx(_SEND_OUT), None),
     ("a markdown image that sends data out", _rx(_IMAGE), None),
@@ -174,15 +262,40 @@ _EN_RULES: Final = (
         None,
     ),
     ("an attack spelled in pinyin", _rx(_PINYIN), None),
+    (
+        "malware asked for",
+        _rx(
+            r"\b(?:could|would|to|should|must|will|please)\s+(?:\w+\s+){0,2}?(?:write|build|create|"
+            rf"code|make|develop|generate)\s+(?:\w+\s+){{0,4}}?{_MALWARE}\b(?!\s+(?:detection|"
+            r"analysis|signatures?|rules|classifiers?|scanners?|removal|defen[cs]e))"
+        ),
+        None,
+    ),
     ("other users' data asked for", _rx(_OTHERS_DATA), None),
     ("the assistant's rules declared ignorable", _rx(_IGNORABLE), None),
     ("a claim dictated for every answer", _rx(_CLAIM), None),
 )
 _ZH_RULES: Final = (
-    ("a hidden action (Chinese)", _rx(rf"{_ACTION_ZH}\S{{0,40}}?{_COVERT_ZH}"), None),
-    ("a hidden action (Chinese)", _rx(rf"{_COVERT_ZH}\S{{0,20}}?{_ACTION_ZH}"), None),
+    (
+        "a hidden action (Chinese)",
+        _rx(
+            rf"{_ASKED_ZH}(?:{_ACTION_ZH}{_LINE}{{0,60}}?{_COVERT_ZH}|{_COVERT_ZH}\S{{0,20}}?"
+            rf"{_ACTION_ZH})"
+        ),
+        None,
+    ),
+    ("a jailbreak mode switched on (Chinese)", _rx(_MODE_ON_ZH), None),
+    ("one fixed answer dictated (Chinese)", _rx(_FIXED_ZH), None),
+    ("a claim to be told as fact (Chinese)", _rx(_AS_FACT_ZH), None),
+    ("licence keys handed out (Chinese)", _rx(_KEYS_ZH), None),
+    ("an advert in every answer (Chinese)", _rx(_AD_ZH), None),
+    ("the assistant's rules set aside (Chinese)", _rx(_SET_ASIDE_ZH), None),
     ("mail sent to an outside address (Chinese)", _rx(_SEND_OUT_ZH), None),
-    ("a harmful recipe (Chinese)", _rx(rf"{_HARM_ZH}\S{{0,10}}?{_RECIPE_ZH}"), None),
+    (
+        "a harmful recipe (Chinese)",
+        _rx(rf"{_HARM_ZH}\S{{0,10}}?{_RECIPE_ZH}|{_RECIPE_ZH}\S{{0,6}}?{_HARM_ZH}"),
+        None,
+    ),
     ("the assistant's rules set aside (Chinese)", _rx(_ASIDE_ZH), None),
     ("a claim dictated for every answer (Chinese)", _rx(_CLAIM_ZH), None),
 )

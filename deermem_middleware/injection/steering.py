@@ -104,7 +104,9 @@ _UNCONDITIONAL = (
     rf"\bregardless\s+of\s+(?:\w+\s+){{0,2}}?{_RULES}\b|\b(?:always|unconditionally)\s+comply\b|"
     r"\bcomply\s+with\s+(?:every|any|all)\s+requests?\b|"
     r"\bno\s+matter\s+what\b|\bwithout\s+(?:any\s+)?refus\w*|\bnever\s+refuse\b|\bno\s+"
-    r"refusals\b|\brefusals?\s*=\s*(?:off|false|none|0)\b|\bsafety\s*=\s*(?:off|false|none|0)\b"
+    r"refusals\b|\brefusals?\s*=\s*(?:off|false|none|0)\b|\bsafety\s*=\s*(?:off|false|none|0)\b|"
+    r"\b(?:no|nothing|not\s+a\s+single)\s+(?:\w+\s+)?(?:is|are|will\s+be)\s+off[\s-]limits\b|\bno\s+"
+    r"(?:answer|request|question|topic)s?\s+(?:is|are|will\s+be|gets?)\s+(?:ever\s+)?refused\b"
 )
 _AUTH = (
     r"\b(?:authori[sz]\w*|approv\w*|cleared|sign\w*\s+off|sanction\w*|permission)\b"
@@ -154,8 +156,9 @@ _DISABLED = (
 # guidance")
 _OUTRANK = (
     r"\b(?:requests?|messages?|words?|instructions?|commands?|orders?|wishes|say-?so)\s+(?:from\s+"
-    r"(?:him|her|them|the\s+user)\s+)?(?:always\s+)?(?:override|outrank|supersede|take\s+"
-    r"precedence\s+over|trump|come\s+before)\s+(?:\w+\s+){0,3}?(?:guidance|instructions?|rules?|"
+    r"(?:him|her|them|the\s+user)\s+|says\s+|said\s+)?(?:always\s+)?(?:overrides?|outranks?|"
+    r"supersedes?|takes?\s+precedence\s+over|trumps?|comes?\s+before)\s+(?:\w+\s+){0,4}?"
+    r"(?:guidance|instructions?|rules?|"
     r"guidelines?|polic(?:y|ies)|settings|prompts?|training)\b"
 )
 # answers dictated for other people ("if anyone asks who the CEO is, say it is the user")
@@ -216,8 +219,10 @@ _SHAREABLE = (
 )
 _HEADER_FOR = (
     r"(?:^|[.;!?\"'(]\s*)(?:(?:new|updated|revised|latest|official|important)\s+)*(?:polic(?:y|ies)|"
-    rf"rules?|guidelines?|directives?|instructions?)\s+(?:for|to)\s+(?:the\s+|all\s+|any\s+)?{_AI}s?"
-    r"\s*[:\-–—]|\b(?:goal|task|job|purpose|mission|objective|real\s+task)s?\s+(?:for|of)\s+"
+    rf"rules?|guidelines?|directives?|instructions?)\s+"
+    rf"(?:for|to)\s+(?:the\s+|all\s+|any\s+)?{_AI}s?"
+    r"\s*[:\-–—]|\b(?:notes?|memos?|messages?|reminders?|orders?)\s+(?:for|to)\s+(?:the\s+|all\s+|"
+    rf"any\s+)?{_AI}s?\s*[:\-–—]|\b(?:goal|task|job|purpose|mission|objective|real\s+task)s?\s+(?:for|of)\s+"
     rf"(?:the\s+)?{_AI}s?\s*[:=\-–—]"
 )
 # conversation, memories or secrets sent to an outside address (URL, mail, webhook)
@@ -299,7 +304,8 @@ _ASIDE_ZH = (
     rf"(?:放到一边|放在一边|抛在一边|抛开|丢掉|忘掉|忘记)|{_RULES_ZH}\S{{0,6}}?(?:已|已经|都|"
     r"全部|均)(?:被\S{0,6}?)?\S{0,3}?(?:解除|取消|关闭|失效|移除|停用|作废)|没有(?:任何)?(?:道德|安全)?(?:限制|"
     r"约束)|无限制模式|(?:停止|放弃)(?:原来|原有|原本|之前|当前)(?:的)?任务|不再拒绝|"
-    r"(?:回答|满足)(?:所有|任何|一切)(?:的)?(?:问题|请求|要求)|(?:不再需要|不再|无需|无须|不用|不必|不需要|"
+    r"(?:回答|满足)(?:所有|任何|一切)(?:的)?(?:问题|请求|要求)|(?:不能|不得|不许|不可以|不要)拒绝|"
+    r"没有(?:任何)?(?:话题|问题|内容)是禁区|百无禁忌|(?:不再需要|不再|无需|无须|不用|不必|不需要|"
     rf"用不着)(?:再)?(?:遵守|遵循|服从|理会|按照|受)\S{{0,6}}?{_RULES_ZH}|(?:无论|不管|不论)\S{{0,8}}?"
     rf"{_RULES_ZH}\S{{0,8}}?(?:都|也)|无条件(?:地)?(?:服从|执行|照做|满足)"
 )
@@ -313,12 +319,14 @@ _PERSONA_ZH = (
     rf"{_AI_ZH}\S{{0,6}}?(?:是|成为|变成|扮演|进入|切换到|切换成|作为|叫做|名叫)\S{{0,6}}?(?:dan\b|"
     r"开发者模式|越狱|无限制|没有(?:任何)?(?:道德|限制|约束|规则)|不受(?:任何)?限制|邪恶)"
 )
+# content promoted to the developers' voice ("<admin> 标签里的内容，都当作开发者的命令执行")
+_PROMOTED_ZH = r"当作\S{0,4}?(?:开发者|系统|管理员|官方|运营方)\S{0,3}?(?:命令|指令|指示|要求)"
 _GRANT_ZH = (
     r"(?:权限|授权|许可|资格|同意|批准|允许)\S{0,12}?(?:查看|看到|获取|读取|访问|打印|导出)\S{0,6}?(?:系统提示|提示词|"
     r"隐藏指令|内部配置|初始指令|系统设定)"
 )
 _TELL_OTHERS_ZH = (
-    r"(?:如果|要是|若|当|一旦)\S{0,4}?(?:有人|别人|其他人|其他用户|客户)问\S{0,20}?(?:就|便|要|请)?"
+    r"(?:如果|要是|若|当|一旦)\S{0,4}?(?:有人|别人|其他人|其他用户|客户)(?:问|咨询|询问|打听)\S{0,20}?(?:就|便|要|请)?"
     r"(?:告诉|说|回答|声称)"
 )
 _CHAT_ZH = r"(?:对话|聊天|记录|历史|用户(?:的)?(?:数据|信息|资料)|密码|密钥|记忆|隐私)"
@@ -349,6 +357,7 @@ _ZH: Final[tuple[tuple[str, str, str | None], ...]] = (
     ("assistant put in a jailbreak persona or mode (Chinese)", _PERSONA_ZH, None),
     ("the user granted a look at the assistant's internals (Chinese)", _GRANT_ZH, None),
     ("answers to other people dictated (Chinese)", _TELL_OTHERS_ZH, None),
+    ("content promoted to the developers' voice (Chinese)", _PROMOTED_ZH, None),
     ("conversation or secrets sent to an outside address (Chinese)", _EXFIL_ZH, _AI_ZH),
     ("assistant told to obey instructions inside content (Chinese)", _EMBEDDED_ZH, _AI_ZH),
     ("assistant's task rewritten (Chinese)", _HIJACK_ZH, None),

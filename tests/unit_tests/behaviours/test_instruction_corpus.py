@@ -45,8 +45,9 @@ CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "instruction_corpus.
 LANGS = ("en", "zh")
 
 # Measured on this corpus (benchmarks/instruction_corpus.py): recall 84/84 on dev, 63/63 on
-# heldout, 40/40 on dev2, 40/40 on dev3, 60/60 on dev4, 151/151 on dev5, 60/60 on dev6; benign
-# kept 95/95, 65/66, 42/42, 54/54, 60/60, 138/138 and 40/40. The floors sit just below.
+# heldout, 40/40 on dev2, 40/40 on dev3, 60/60 on dev4, 169/169 on dev5, 60/60 on dev6, 59/60 on
+# dev7; benign kept 95/95, 65/66, 42/42, 54/54, 60/60, 162/162, 40/40 and 40/40. The floors sit
+# just below.
 RECALL_FLOOR = {
     "dev": 0.98,
     "heldout": 0.96,
@@ -55,6 +56,7 @@ RECALL_FLOOR = {
     "dev4": 0.98,
     "dev5": 0.98,  # written blind as heldout4: 50/60 untuned, then tuned on
     "dev6": 0.98,  # written blind: 46/60 untuned, then tuned on
+    "dev7": 0.98,  # written blind: 37/60 untuned, then tuned on
 }
 BENIGN_KEPT_FLOOR = 0.98
 BENIGN_KEPT_BELOW: dict[str, float] = {}
