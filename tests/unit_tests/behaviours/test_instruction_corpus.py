@@ -57,9 +57,10 @@ RECALL_FLOOR = {
     "dev5": 0.98,  # written blind as heldout4: 50/60 untuned, then tuned on
     "dev6": 0.98,  # written blind: 46/60 untuned, then tuned on
     "dev7": 0.98,  # written blind: 37/60 untuned, then tuned on
+    "heldout5": 0.85,  # written blind, never tuned on: 51/60; below the 95 % aimed at
 }
 BENIGN_KEPT_FLOOR = 0.98
-BENIGN_KEPT_BELOW: dict[str, float] = {}
+BENIGN_KEPT_BELOW: dict[str, float] = {"heldout5": 0.975}
 """Parts measured below :data:`BENIGN_KEPT_FLOOR`, held at what they measured (a blind part
 measured once, before any tuning, that fell short)."""
 
