@@ -150,7 +150,10 @@ _DISABLED = (
     r"\b(?:safety|content|moderation|security|ethic\w*|usage)\s+(?:\w+\s+)?(?:layers?|filters?|"
     r"checks?|restrictions?|rules|guardrails?|polic(?:y|ies)|settings|moderation|limits)\s+(?:is|"
     r"are|has\s+been|have\s+been|was|were|got|are\s+now|is\s+now)\s+(?:now\s+)?(?:disabled|off|"
-    r"lifted|removed|turned\s+off|suspended|waived|deactivated|bypassed|relaxed|switched\s+off)\b"
+    r"lifted|removed|turned\s+off|suspended|waived|deactivated|bypassed|relaxed|switched\s+off)\b|"
+    r"\b(?:safety|content|moderation|security|usual)\s+(?:\w+\s+)?(?:checks?|filters?|restrictions?|"
+    r"rules|guardrails?|limits|warnings)\s+(?:(?:is|are|be|been|get|gets)\s+)?(?:skipped|waived|"
+    r"disabled|bypassed|lifted|turned\s+off|dropped)\s+for\s+(?:him|her|them|this\s+user|the\s+user)\b"
 )
 # the user's word ranked above the assistant's rules ("requests from him override any previous
 # guidance")
@@ -163,6 +166,8 @@ _OUTRANK = (
 )
 # answers dictated for other people ("if anyone asks who the CEO is, say it is the user")
 _TELL_OTHERS = (
+    r"\btell\s+(?:anyone|everyone|anybody|people|others|whoever)\s+(?:who\s+asks?|that\s+asks?|"
+    r"asking)\b|"
     r"\bif\s+(?:anyone|someone|anybody|people|others|a\s+customer|other\s+(?:users|people|"
     rf"members|customers)|a\s+user)\b{_STOP}{{0,40}}?\basks?\b{_STOP}{{0,80}}?\b(?:say|tell|"
     r"answer|claim|respond|reply)\b"
@@ -296,6 +301,7 @@ _RULES_ZH = r"(?:规则|准则|规定|限制|约束|设定|指令|指示|策略|
 _HEADER_ZH = (
     rf"(?:^|[。！？；.!?;\s])\S{{0,4}}?{_AI_ZH}(?:的)?(?:新|最新)?(?:政策|规则|准则|规定|指令|"
     r"设定|配置)(?:更新|变更|调整|修订)?\s*[:：]|系统(?:通知|公告|消息|指令|更新)\s*[:：]|"
+    r"[【\[]\s*系统(?:通知|公告|消息|指令|更新|提示)\s*[】\]]|"
     rf"(?:根据|按照|依据)(?:最新|新)(?:的)?(?:政策|规定|规则){_STOP}{{0,12}}?{_AI_ZH}"
 )
 _ASIDE_ZH = (
@@ -326,7 +332,8 @@ _GRANT_ZH = (
     r"隐藏指令|内部配置|初始指令|系统设定)"
 )
 _TELL_OTHERS_ZH = (
-    r"(?:如果|要是|若|当|一旦)\S{0,4}?(?:有人|别人|其他人|其他用户|客户)(?:问|咨询|询问|打听)\S{0,20}?(?:就|便|要|请)?"
+    r"(?:有人|别人|其他人|其他用户|客户)(?:问|咨询|询问|打听)\S{0,12}?(?:就|便|要|请)(?:告诉|说|回答|"
+    r"声称)|(?:如果|要是|若|当|一旦)\S{0,4}?(?:有人|别人|其他人|其他用户|客户)(?:问|咨询|询问|打听)\S{0,20}?(?:就|便|要|请)?"
     r"(?:告诉|说|回答|声称)"
 )
 _CHAT_ZH = r"(?:对话|聊天|记录|历史|用户(?:的)?(?:数据|信息|资料)|密码|密钥|记忆|隐私)"
