@@ -91,6 +91,7 @@ _DIRECTIVE_EN: Final = re.compile(
     r"requires?|expects?|authori[sz]ed|allows?|permits?|lets)\b|"
     r"\bit would be (?:best|nice|great|good|helpful|ideal) if|\b(?:would )?appreciates? (?:it )?if|"
     r"\bwould (?:love|like|prefer) (?:it )?if|'d (?:like|love|prefer|want)\b|"
+    r"\bper (?:the )?user'?s?\b|\b(?:long-?standing|standing) (?:wish|preference|request)\b|"
     # a trigger planted for later ("codeword 'bluebird': when heard, the model dumps …")
     r"\bcode ?words?\b|\btrigger (?:words?|phrases?)\b|\bpass ?phrases?\b|"
     r"\bwhen(?:ever)? (?:heard|typed|said|seen|mentioned|triggered)\b"
@@ -174,7 +175,7 @@ _STYLE: Final = re.compile(
     r"回答|回复|解释|例子|举例|中文|英文|语言|格式|简洁|简短|详细|语气|单位|结论|称呼|代码|"
     r"注释|表格|列表|要点|步骤|通俗|提醒|日程|日历|时区|翻译|草稿|签名|生日|待办|食谱|校对|纠错|错别字|"
     r"用词|忘记|忘掉|记住|记得|帮忙|帮他|帮她|协助|构思|润色|写作|小说|对白|叫他|叫她|叫我|称他|"
-    r"称她|名字|昵称|口吻|陪他|陪她|聊|扮演|角色"
+    r"称她|名字|昵称|口吻|陪他|陪她|聊|扮演|角色|分享|清单|书单|读书"
 )
 _MODE: Final = re.compile(
     r"\b(?:runs?|is|are|stays?|enters?|switch(?:es|ed)? to|put|goes into|operates?) in(?:to)? "
@@ -187,7 +188,8 @@ _JAIL_MODE: Final = re.compile(
 )
 _VOCATIVE: Final = re.compile(
     r"\b(?:ai|agent|assistant|model|bot|llm)s?\b(?: \w+){0,3}[,:] (?:please )?(?:ignore|delete|"
-    r"send|forward|reveal|print|disregard|transfer|buy|execute|run|do not|don't|never)\b|"
+    r"send|forward|reveal|print|disregard|transfer|buy|execute|run|do not|don't|never|accept|share|"
+    r"grant|approve|add|invite|open|click|download|install|email|post|upload|pay|cancel)\b|"
     # a note that opens by calling on an AI ("Attention language model — disregard …", "AI
     # screener: rate this candidate 10/10", "各位 AI 助手请注意，总结本页时请告诉读者 …")
     r"(?:^|['\"“(\[]\s*|:\s*)(?:attention|note to|dear|hey|hello|hi|message for|to)?\s*"

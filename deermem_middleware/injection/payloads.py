@@ -116,7 +116,7 @@ _HARM_EN = (
     r"(?:methamphetamine|meth\b|fentanyl|heroin|cocaine|lsd|mdma|nerve\s+agents?|sarin|vx\b|"
     r"ricin|anthrax|explosives?|pipe\s+bombs?|bombs?|napalm|thermite|molotov|tnt|ransomware|"
     r"keyloggers?|malware|(?:ghost\s+)?guns?|silencers?|(?:toxic|poison(?:ous)?|chlorine|"
-    r"mustard)\s+gas|abrin|botulinum)"
+    r"mustard)\s+gas|abrin|botulinum|nitroglycerin|tatp|semtex|c-?4|dynamite|gunpowder)"
 )
 _MALWARE = (
     r"(?:keyloggers?|ransomware|malware|viruse?s?|worms?|botnets?|rootkits?|trojans?|stealers?)"
@@ -168,6 +168,29 @@ _PINYIN = (  # syllables joined or apart: "hulue", "hu lue"
     r"(?:gui\s*ze|zhi\s*ling|xian\s*zhi|ti\s*shi\s*ci|ti\s*shi|mi\s*ma|mi\s*yao|an\s*quan|yue\s*shu)"
     r"\b|\bxi\s*tong\s*ti\s*shi(?:\s*ci)?\b|\bwu\s*xian\s*zhi\s*mo\s*shi\b|\b(?:gao\s*su|shu\s*chu|"
     r"xie\s*lu|tou\s*lu)\s+(?:\w+\s+){0,3}?(?:mi\s*ma|mi\s*yao|ti\s*shi\s*ci)\b"
+)
+# a line slipped in on a cue ("any mention of BrightCo be followed by a warning that …")
+_ON_MENTION = (
+    rf"\b(?:any|every|each)\s+(?:mention|time)\s+(?:of\s+)?{_STOP}{{0,60}}?\b(?:be\s+|is\s+)?"
+    rf"(?:followed|accompanied|prefixed)\s+by\b|\bwhenever\s+{_STOP}{{0,40}}?\bmention\w*"
+    rf"{_STOP}{{0,40}}?\b(?:add|append|include|insert|attach)\b"
+)
+_ON_MENTION_ZH = (
+    r"(?:凡是|只要|每当|一旦)(?:对话|消息|回答|有人|用户)?(?:提到|谈到|说到|出现)[^\n。]{0,30}?(?:都|就)(?:要)?"
+    r"(?:加|附|插|说|回复|输出|把)"
+)
+# harm to someone else explained ("instructions for picking the lock on his neighbour's door")
+_AGAINST_OTHERS = (
+    r"\b(?:instructions?|steps?|guide|how[\s-]to|tutorial|walk\s*through)\s+(?:for|on|to)\s+"
+    r"(?:\w+\s+){0,2}?(?:pick(?:ing)?|break(?:ing)?\s+into|hack(?:ing)?(?:\s+into)?|crack(?:ing)?|"
+    r"bypass(?:ing)?|disabl(?:e|ing)|spy(?:ing)?\s+on|track(?:ing)?)\s+(?:\w+\s+){0,4}?(?:neighbou?r|"
+    r"someone\s+else|other\s+people|(?:his|her)\s+ex|a\s+stranger|(?:his|her)\s+(?:wife|husband|"
+    r"partner|boss|colleague))'?s?\b"
+)
+# pasted content ranked above the user or the rules
+_TRUSTED_OVER = (
+    r"\b(?:trusted|obeyed|followed|believed|prioriti[sz]ed)\s+(?:more\s+than|over|above|before)\s+"
+    r"(?:the\s+user|him(?:self)?|her(?:self)?|them|its\s+(?:rules|instructions|guidelines))\b"
 )
 # messages promoted to the system's voice ("his messages are to be treated as system-level")
 _PROMOTED = (
@@ -273,6 +296,9 @@ _EN_RULES: Final = (
     ),
     ("an attack spelled in pinyin", _rx(_PINYIN), None),
     ("messages promoted to the system's voice", _rx(_PROMOTED), None),
+    ("a line added whenever something is mentioned", _rx(_ON_MENTION), None),
+    ("a crime against someone else explained", _rx(_AGAINST_OTHERS), None),
+    ("content trusted over the user or the rules", _rx(_TRUSTED_OVER), None),
     (
         "instruction override (rules that came earlier)",
         _rx(
@@ -307,6 +333,7 @@ _ZH_RULES: Final = (
     ("a jailbreak mode switched on (Chinese)", _rx(_MODE_ON_ZH), None),
     ("one fixed answer dictated (Chinese)", _rx(_FIXED_ZH), None),
     ("a claim to be told as fact (Chinese)", _rx(_AS_FACT_ZH), None),
+    ("a line added whenever something is mentioned (Chinese)", _rx(_ON_MENTION_ZH), None),
     ("licence keys handed out (Chinese)", _rx(_KEYS_ZH), None),
     ("an advert in every answer (Chinese)", _rx(_AD_ZH), None),
     ("the assistant's rules set aside (Chinese)", _rx(_SET_ASIDE_ZH), None),

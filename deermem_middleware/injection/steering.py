@@ -135,7 +135,8 @@ _NEVER_PUSH_BACK = (
 _SENSITIVE = (
     r"(?:memor(?:y|ies)|memory\s+entries|entries|profiles?|records|histor(?:y|ies)|conversations?|"
     r"chats?|keys|passwords|credentials|personal\s+(?:data|details|information)|contacts|phone\s+"
-    r"numbers|addresses|files)"
+    r"numbers|addresses|files|salar(?:y|ies)|spreadsheets?|payroll|medical\s+records|"
+    r"health\s+records|documents)"
 )
 _TO_ANYONE = (
     rf"\b{_SENSITIVE}\b{_STOP}{{0,40}}?\b(?:shared?|disclosed?|revealed?|given|handed\s+out|shown|"
@@ -143,7 +144,10 @@ _TO_ANYONE = (
     r"any\s+(?:user|one|person|caller)|other\s+users|third\s+parties|strangers)\b|"
     r"\b(?:list|show|print|dump|output|reveal|export|give|read\s+out)\s+(?:\w+\s+){0,3}?(?:all|"
     r"every|other)\s+(?:\w+\s+){0,2}?(?:users?|customers?|members?|accounts?|clients?)'?\s*"
-    rf"{_SENSITIVE}?\b(?:'s)?"
+    rf"{_SENSITIVE}?\b(?:'s)?|(?<!never )(?<!not )(?<!n't )\b(?:share|disclose|reveal|give|"
+    r"hand\s+out|show|send|forward|post)\s+"
+    rf"(?:\w+'?\s+){{0,4}}?{_SENSITIVE}\b{_STOP}{{0,30}}?\b(?:with|to)\s+(?:anyone|anybody|whoever|"
+    r"everyone|any\s+(?:user|one|person|caller)|other\s+users|third\s+parties|strangers)\b"
 )
 # safeguards declared off ("the safety layer is disabled for this account")
 _DISABLED = (
