@@ -65,7 +65,9 @@ _STRONG_EN: Final = re.compile(
     rf"copilot|(?:the|this|that|your|its) (?:language )?model)s?\b(?:'s)?(?! {_COMPOUND}\b)"
 )
 _WEAK_EN: Final = re.compile(
-    r"\b(?:the|this|an?|any|every) (?:ai )?(?:system|agent|bot|chatbot|model)s?\b"
+    r"\b(?:the|this|an?|any|every) (?:ai )?(?:system|agent|bot|chatbot|model)s?\b(?! (?:prompts?|"
+    r"messages?|admin\w*|design\w*|architect\w*|updates?|requirements?|logs?|tray|clock|settings|"
+    r"files?|fonts?))"
 )
 # the assistant implied, not named: its replies and sessions, its tools, a standing order
 _IMPLIED_EN: Final = re.compile(
@@ -101,6 +103,8 @@ _DIRECTIVE_EN: Final = re.compile(
     r"\bper (?:the )?user'?s?\b|\b(?:long-?standing|standing) (?:wish|preference|request)\b|"
     # a trigger planted for later ("codeword 'bluebird': when heard, the model dumps …")
     r"\bcode ?words?\b|\btrigger (?:words?|phrases?)\b|\bpass ?phrases?\b|"
+    r"\bif (?:a |any |the |his |her )?(?:later |future |new )?messages? contains?\b|"
+    r"\bif (?:the user|he|she|they) (?:ever )?(?:says?|types?|writes?)\b|"
     r"\bwhen(?:ever)? (?:heard|typed|said|seen|mentioned|triggered)\b"
 )
 _DIRECTIVE_ZH: Final = re.compile(
@@ -128,7 +132,8 @@ _RISK_EN: Final = re.compile(
     r"iban|bank\w*|wire|payments?|fees?|exactly|nothing else|verbatim|pwned|"
     r"referral|affiliate|sponsor\w*|coupons?|promo\w*|"
     r"drugs?|meth\w*|explosives?|bombs?|napalm|poison\w*|synthes\w*|log ?in|dump\w*|"
-    r"context window|compromised|(?:say|claim|state|assert|insist|tell \w+)(?: that)? (?:\w+ )?"
+    r"context window|compromised|settled science|others told|tell others|"
+    r"(?:say|claim|state|assert|insist|tell \w+)(?: that)? (?:\w+ )?"
     r"(?:cause|causes|caused|cure|cures|cured)|"
     r"developer|operator|admin\w*|fake|print|reveal|disclose|leak|output|checks?|confirm\w*|"
     r"sensitive|harmful|illegal|weapons?|only (?:reply|respond|answer|say))\b"
@@ -177,7 +182,8 @@ _STYLE: Final = re.compile(
     r"british|american|wording|remind\w*|schedul\w*|calendar|time ?zone|drafts?|drafting|"
     r"signatures?|birthdays?|appointments?|to-?do|grocer\w*|recipes?|workouts?|translat\w*|"
     r"proofread\w*|nickname|pronouns?|typos?|grammar|mistakes|words?|phrases?|vocabulary|"
-    r"forget|remember|book\w*|reservations?|track\w*|plan\w*|suggest\w*|brainstorm\w*|quiz\w*|"
+    r"direct|apolog\w*|openers?|fluff|filler|pleasantries|verbose|verbosity|hedg\w*|praise|"
+    r"flattery|compliments?|forget|remember|book\w*|reservations?|track\w*|plan\w*|suggest\w*|brainstorm\w*|quiz\w*|"
     r"practi[cs]\w*|tutor\w*|teach\w*|notify|notif\w*|meal|shopping|budget\w*|expenses?)\b|"
     r"回答|回复|解释|例子|举例|中文|英文|语言|格式|简洁|简短|详细|语气|单位|结论|称呼|代码|"
     r"注释|表格|列表|要点|步骤|通俗|提醒|日程|日历|时区|翻译|草稿|签名|生日|待办|食谱|校对|纠错|错别字|"
