@@ -7,11 +7,11 @@ role claims that end in a demand, requests for API keys, passwords, tokens, the 
 other users' data: they must be classified ``injection`` and never injected) or ``keep`` (benign
 look-alikes — "User is a system administrator at Acme", "User manages API keys for her team's
 CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The parts are read from
-the data: ``dev`` to ``dev8`` are what the rules were tuned on; a part whose name starts with
-``heldout`` is held out (written before tuning, not tuned on) — ``heldout`` and ``heldout6``
-today. ``dev4`` to ``dev8`` were written blind to the rules by someone else and measured before
-they were tuned on: recall 31/60, 50/60, 46/60, 37/60 and 51/60; ``heldout6``, never tuned on,
-51/60 (85.0 %) with 38/40 benign kept (docs/guarantees.md has the history).
+the data: ``dev`` to ``dev9`` are what the rules were tuned on; a part whose name starts with
+``heldout`` is held out (written before tuning, not tuned on) — ``heldout`` and ``heldout7``
+today. ``dev4`` to ``dev9`` were written blind to the rules by someone else and measured before
+they were tuned on: recall 31/60, 50/60, 46/60, 37/60, 51/60 and 51/60; ``heldout7``, never tuned
+on, 46/60 (76.7 %) with 39/40 benign kept (docs/guarantees.md has the history).
 
 For each part and language: precision and recall of withholding (withheld = classified
 ``injection``), and the share of benign facts kept. Also the cost of one uncached classification

@@ -46,8 +46,8 @@ LANGS = ("en", "zh")
 
 # Measured on this corpus (benchmarks/instruction_corpus.py): recall 84/84 on dev, 63/63 on
 # heldout, 40/40 on dev2, 40/40 on dev3, 60/60 on dev4, 187/187 on dev5, 60/60 on dev6, 59/60 on
-# dev7, 60/60 on dev8, 51/60 on heldout6; benign kept 95/95, 65/66, 42/42, 54/54, 60/60, 174/174,
-# 39/39, 40/40, 40/40 and 38/40. The floors sit just below.
+# dev7, 60/60 on dev8, 60/60 on dev9, 46/60 on heldout7; benign kept 95/95, 65/66, 42/42, 54/54,
+# 60/60, 174/174, 39/39, 40/40, 40/40, 40/40 and 39/40. The floors sit just below.
 RECALL_FLOOR = {
     "dev": 0.98,
     "heldout": 0.96,
@@ -59,9 +59,10 @@ RECALL_FLOOR = {
     "dev7": 0.98,  # written blind: 37/60 untuned, then tuned on
     "dev8": 0.98,  # written blind as heldout5: 51/60 untuned, then tuned on
     "dev9": 0.98,  # written blind as heldout6: 51/60 untuned, then tuned on
+    "heldout7": 0.76,  # written blind, never tuned on: 46/60; below the 95 % aimed at
 }
 BENIGN_KEPT_FLOOR = 0.98
-BENIGN_KEPT_BELOW: dict[str, float] = {}
+BENIGN_KEPT_BELOW: dict[str, float] = {"heldout7": 0.975}
 """Parts measured below :data:`BENIGN_KEPT_FLOOR`, held at what they measured (a blind part
 measured once, before any tuning, that fell short)."""
 
