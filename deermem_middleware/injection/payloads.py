@@ -293,19 +293,19 @@ _ASIDE_ZH = (
 )
 
 _EN_RULES: Final = (
-    ("a hidden action", _rx(rf"(?:{_ACTION_EN}|{_DONE}){_LINE}{{0,160}}?(?:{_COVERT_EN})"), None),
-    ("data sent to an outside address", _rx(_PASSED_OUT), None),
-    ("a secret handed out in a roundabout way", _rx(_SECRET_OUT), None),
-    ("the start of the conversation copied out", _rx(_ABOVE_OUT), None),
-    ("a jailbreak mode switched on", _rx(_MODE_ON), None),
-    ("one fixed answer dictated", _rx(_FIXED), None),
-    ("a claim to be told as fact", _rx(_AS_FACT), None),
-    ("credentials asked for at an address", _rx(_PHISH), None),
-    ("a hypothetical frame to unlock an answer", _rx(_HYPOTHETICAL), None),
-    ("something ranked above the assistant's instructions", _rx(_ABOVE_RULES), None),
-    ("a hidden action", _rx(_HUSHED_EN), None),
-    ("mail sent to an outside address", _rx(_SEND_OUT), None),
-    ("a markdown image that sends data out", _rx(_IMAGE), None),
+    ("a hidden action", _rx(rf"(?:{_ACTION_EN}|{_DONE}){_LINE}{{0,160}}?(?:{_COVERT_EN})")),
+    ("data sent to an outside address", _rx(_PASSED_OUT)),
+    ("a secret handed out in a roundabout way", _rx(_SECRET_OUT)),
+    ("the start of the conversation copied out", _rx(_ABOVE_OUT)),
+    ("a jailbreak mode switched on", _rx(_MODE_ON)),
+    ("one fixed answer dictated", _rx(_FIXED)),
+    ("a claim to be told as fact", _rx(_AS_FACT)),
+    ("credentials asked for at an address", _rx(_PHISH)),
+    ("a hypothetical frame to unlock an answer", _rx(_HYPOTHETICAL)),
+    ("something ranked above the assistant's instructions", _rx(_ABOVE_RULES)),
+    ("a hidden action", _rx(_HUSHED_EN)),
+    ("mail sent to an outside address", _rx(_SEND_OUT)),
+    ("a markdown image that sends data out", _rx(_IMAGE)),
     (
         "a harmful recipe",
         _rx(
@@ -313,23 +313,21 @@ _EN_RULES: Final = (
             rf"\b(?:synthesis|production|recipe|manufactur\w*|assembly)\b{_STOP}{{0,60}}?\b"
             rf"{_RECIPE_EN}\b|\b{_RECIPE_EN}\b{_STOP}{{0,30}}?\b{_HARM_EN}"
         ),
-        None,
     ),
-    ("the assistant's rules declared void", _rx(_VOID), None),
-    ("licence keys handed out", _rx(_KEYS), None),
+    ("the assistant's rules declared void", _rx(_VOID)),
+    ("licence keys handed out", _rx(_KEYS)),
     (
         "working attack code",
         _rx(
             rf"\b{_HARM_EN}{_STOP}{{0,120}}?\bworking\s+(?:code|source|scripts?|samples?|payloads?|"
             r"(?:build\s+)?instructions|blueprints?|plans)"
         ),
-        None,
     ),
-    ("an attack spelled in pinyin", _rx(_PINYIN), None),
-    ("messages promoted to the system's voice", _rx(_PROMOTED), None),
-    ("a line added whenever something is mentioned", _rx(_ON_MENTION), None),
-    ("a crime against someone else explained", _rx(_AGAINST_OTHERS), None),
-    ("content trusted over the user or the rules", _rx(_TRUSTED_OVER), None),
+    ("an attack spelled in pinyin", _rx(_PINYIN)),
+    ("messages promoted to the system's voice", _rx(_PROMOTED)),
+    ("a line added whenever something is mentioned", _rx(_ON_MENTION)),
+    ("a crime against someone else explained", _rx(_AGAINST_OTHERS)),
+    ("content trusted over the user or the rules", _rx(_TRUSTED_OVER)),
     (
         "instruction override (rules that came earlier)",
         _rx(
@@ -337,7 +335,6 @@ _EN_RULES: Final = (
             r"prompts?|rules|guidelines|directives|guidance)\s+(?:\w+\s+){0,3}?(?:earlier|above|"
             r"before|prior)\b"
         ),
-        None,
     ),
     (
         "malware asked for",
@@ -346,11 +343,10 @@ _EN_RULES: Final = (
             rf"code|make|develop|generate)\s+(?:\w+\s+){{0,4}}?{_MALWARE}\b(?!\s+(?:detection|"
             r"analysis|signatures?|rules|classifiers?|scanners?|removal|defen[cs]e))"
         ),
-        None,
     ),
-    ("other users' data asked for", _rx(_OTHERS_DATA), None),
-    ("the assistant's rules declared ignorable", _rx(_IGNORABLE), None),
-    ("a claim dictated for every answer", _rx(_CLAIM), None),
+    ("other users' data asked for", _rx(_OTHERS_DATA)),
+    ("the assistant's rules declared ignorable", _rx(_IGNORABLE)),
+    ("a claim dictated for every answer", _rx(_CLAIM)),
 )
 _ZH_RULES: Final = (
     (
@@ -359,23 +355,21 @@ _ZH_RULES: Final = (
             rf"{_ASKED_ZH}(?:{_ACTION_ZH}{_LINE}{{0,60}}?{_COVERT_ZH}|{_COVERT_ZH}\S{{0,20}}?"
             rf"{_ACTION_ZH})"
         ),
-        None,
     ),
-    ("a jailbreak mode switched on (Chinese)", _rx(_MODE_ON_ZH), None),
-    ("one fixed answer dictated (Chinese)", _rx(_FIXED_ZH), None),
-    ("a claim to be told as fact (Chinese)", _rx(_AS_FACT_ZH), None),
-    ("a line added whenever something is mentioned (Chinese)", _rx(_ON_MENTION_ZH), None),
-    ("licence keys handed out (Chinese)", _rx(_KEYS_ZH), None),
-    ("an advert in every answer (Chinese)", _rx(_AD_ZH), None),
-    ("the assistant's rules set aside (Chinese)", _rx(_SET_ASIDE_ZH), None),
-    ("mail sent to an outside address (Chinese)", _rx(_SEND_OUT_ZH), None),
+    ("a jailbreak mode switched on (Chinese)", _rx(_MODE_ON_ZH)),
+    ("one fixed answer dictated (Chinese)", _rx(_FIXED_ZH)),
+    ("a claim to be told as fact (Chinese)", _rx(_AS_FACT_ZH)),
+    ("a line added whenever something is mentioned (Chinese)", _rx(_ON_MENTION_ZH)),
+    ("licence keys handed out (Chinese)", _rx(_KEYS_ZH)),
+    ("an advert in every answer (Chinese)", _rx(_AD_ZH)),
+    ("the assistant's rules set aside (Chinese)", _rx(_SET_ASIDE_ZH)),
+    ("mail sent to an outside address (Chinese)", _rx(_SEND_OUT_ZH)),
     (
         "a harmful recipe (Chinese)",
         _rx(rf"{_HARM_ZH}\S{{0,10}}?{_RECIPE_ZH}|{_RECIPE_ZH}\S{{0,6}}?{_HARM_ZH}"),
-        None,
     ),
-    ("the assistant's rules set aside (Chinese)", _rx(_ASIDE_ZH), None),
-    ("a claim dictated for every answer (Chinese)", _rx(_CLAIM_ZH), None),
+    ("the assistant's rules set aside (Chinese)", _rx(_ASIDE_ZH)),
+    ("a claim dictated for every answer (Chinese)", _rx(_CLAIM_ZH)),
 )
 _CJK: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
@@ -385,7 +379,7 @@ def first_payload_match(folded_forms: Sequence[str]) -> str | None:
     else None."""
     for form in folded_forms:
         rules = (*_EN_RULES, *_ZH_RULES) if _CJK.search(form) else _EN_RULES
-        for label, pattern, _ in rules:
+        for label, pattern in rules:
             if pattern.search(form):
                 return label
     return None
