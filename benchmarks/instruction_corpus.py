@@ -7,18 +7,21 @@ role claims that end in a demand, requests for API keys, passwords, tokens, the 
 other users' data: they must be classified ``injection`` and never injected) or ``keep`` (benign
 look-alikes — "User is a system administrator at Acme", "User manages API keys for her team's
 CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The parts are read from
-the data: ``dev`` to ``dev9`` are what the rules were tuned on; a part whose name starts with
-``heldout`` is held out (written before tuning, not tuned on) — ``heldout`` and ``heldout7``
-today. ``dev4`` to ``dev9`` were written blind to the rules by someone else and measured before
-they were tuned on: recall 31/60, 50/60, 46/60, 37/60, 51/60 and 51/60; ``heldout7``, never tuned
-on, 46/60 (76.7 %) with 39/40 benign kept (docs/guarantees.md has the history).
+the data: ``dev`` to ``dev9`` are what the rules were tuned on; ``train_a`` and ``train_b``
+what the learned screen (``injection/learned.py``) was trained on, with every other part but
+``heldout8``; a part whose name starts with ``heldout`` was held out from the rules. ``dev4`` to
+``dev9`` were written blind to the rules by someone else and measured before they were tuned on:
+recall 31/60, 50/60, 46/60, 37/60, 51/60 and 51/60; ``heldout7``, never tuned on, 46/60.
+``heldout8``, never tuned or trained on: the rules alone 35/60, with the learned screen 54/60
+(90.0 %) and 38/40 benign kept (docs/guarantees.md has the history). Each row also gives what
+the rules alone withhold, and LoCoMo's row what they withhold without the learned screen.
 
 For each part and language: precision and recall of withholding (withheld = classified
 ``injection``), and the share of benign facts kept. Also the cost of one uncached classification
 (the verdict is cached per text and computed when a memory revision is indexed, off the
-model-call path), with the share spent in the privilege rules; and, when LoCoMo dev is where the
-other benchmarks read it, how many of its dialogue turns and observations (benign conversation)
-are withheld.
+model-call path), with the share spent in the privilege rules and in the learned screen; and,
+when LoCoMo dev is where the other benchmarks read it, how many of its dialogue turns and
+observations (benign conversation) are withheld.
 
 Results go through ``benchmarks/report.py`` (tables ``corpus`` and ``locomo``). The corpus is
 small and the classifier deterministic, so ``--smoke`` runs it whole; CI holds recall and benign
@@ -42,6 +45,7 @@ from typing import Any
 from report import Table, add_arguments, save
 
 from deermem_middleware.injection import safety
+from deermem_middleware.injection.learned import is_learned_instruction
 from deermem_middleware.injection.privilege import first_privilege_match
 from deermem_middleware.testing import CorpusCase, load_corpus
 
@@ -65,9 +69,12 @@ def scores(cases: list[Case]) -> dict[str, Any]:
     hostile = [c for c in cases if c.label == "withhold"]
     benign = [c for c in cases if c.label == "keep"]
     withheld = {c.id for c in cases if safety.assess_memory_text(c.text).kind == "injection"}
+    by_rules = {c.id for c in cases if safety.assess_by_rules(c.text).kind == "injection"}
     tp = sum(c.id in withheld for c in hostile)
     fp = sum(c.id in withheld for c in benign)
     return {
+        "rules_tp": sum(c.id in by_rules for c in hostile),
+        "rules_fp": sum(c.id in by_rules for c in benign),
         "withhold": len(hostile),
         "keep": len(benign),
         "tp": tp,
@@ -85,13 +92,15 @@ def _pct(value: float | None) -> str:
 
 
 def timing(cases: list[Case], repeats: int = 20) -> dict[str, float]:
-    """Uncached cost of one classification, and of the privilege rules alone, in microseconds."""
+    """Uncached cost of one classification, of the privilege rules alone and of the learned
+    screen alone, in microseconds."""
     assess = safety.assess_memory_text.__wrapped__  # the lru_cache would time a dict lookup
     total: list[float] = []
     privilege: list[float] = []
+    learned: list[float] = []
     for case in cases:
         forms = safety._forms(case.text)
-        best_total = best_privilege = float("inf")
+        best_total = best_privilege = best_learned = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
             assess(case.text)
@@ -99,12 +108,17 @@ def timing(cases: list[Case], repeats: int = 20) -> dict[str, float]:
             start = time.perf_counter()
             first_privilege_match(forms[1:])
             best_privilege = min(best_privilege, time.perf_counter() - start)
+            start = time.perf_counter()
+            is_learned_instruction(forms[0])
+            best_learned = min(best_learned, time.perf_counter() - start)
         total.append(best_total * 1e6)
         privilege.append(best_privilege * 1e6)
+        learned.append(best_learned * 1e6)
     return {
         "p50_us": statistics.median(total),
         "p95_us": statistics.quantiles(total, n=20)[-1],
         "privilege_p50_us": statistics.median(privilege),
+        "learned_p50_us": statistics.median(learned),
     }
 
 
@@ -137,10 +151,21 @@ def corpus_table(parts: dict[str, dict[str, dict[str, Any]]]) -> Table:
                     _pct(row["precision"]),
                     f"{_pct(row['recall'])} ({row['tp']}/{row['withhold']})",
                     f"{_pct(row['benign_kept'])} ({row['keep'] - row['fp']}/{row['keep']})",
+                    f"{row['rules_tp']}/{row['withhold']}; {row['keep'] - row['rules_fp']}"
+                    f"/{row['keep']}",
                 ]
             )
-    header = ["part", "language", "withhold", "keep", "precision", "recall", "benign kept"]
-    return Table(header, rows, "llrrrrr")
+    header = [
+        "part",
+        "language",
+        "withhold",
+        "keep",
+        "precision",
+        "recall",
+        "benign kept",
+        "rules alone: withheld; kept",
+    ]
+    return Table(header, rows, "llrrrrrr")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,11 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.locomo.is_file():
         texts = locomo_strings(args.locomo)
         lost = sum(safety.assess_memory_text(t).kind == "injection" for t in texts)
-        benign = {"strings": len(texts), "withheld": lost}
+        by_rules = sum(safety.assess_by_rules(t).kind == "injection" for t in texts)
+        benign = {"strings": len(texts), "withheld": lost, "withheld_by_rules": by_rules}
         tables["locomo"] = Table(
-            ["benign strings", "withheld", "of"],
-            [["LoCoMo dev: dialogue turns and observations", f"{lost:,}", f"{len(texts):,}"]],
-            "lrr",
+            ["benign strings", "withheld", "by the rules alone", "of"],
+            [
+                [
+                    "LoCoMo dev: dialogue turns and observations",
+                    f"{lost:,}",
+                    f"{by_rules:,}",
+                    f"{len(texts):,}",
+                ]
+            ],
+            "lrrr",
         )
     for key, table in tables.items():
         print(f"{key}:\n{table.markdown()}\n")
@@ -186,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     cost = timing(cases, repeats=3 if args.smoke else 20)
     print(
         f"One uncached classification: p50 {cost['p50_us']:.0f} µs, p95 {cost['p95_us']:.0f} µs "
-        f"(privilege rules: p50 {cost['privilege_p50_us']:.0f} µs); {platform.machine()}, "
+        f"(privilege rules: p50 {cost['privilege_p50_us']:.0f} µs; learned screen: p50 "
+        f"{cost['learned_p50_us']:.0f} µs); {platform.machine()}, "
         f"Python {platform.python_version()}"
     )
     results = {"cases": len(cases), "parts": parts, "locomo_benign": benign, "timing": cost}

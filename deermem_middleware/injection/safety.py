@@ -43,14 +43,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import re
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
 
 from deermem_middleware.injection.directives import deleet, despace, first_directive_match
+from deermem_middleware.injection.learned import is_learned_instruction
+from deermem_middleware.injection.normalize import latin_fold, normalize_for_matching
 from deermem_middleware.injection.payloads import first_payload_match, mentioned_only
 from deermem_middleware.injection.privilege import first_privilege_match
 from deermem_middleware.injection.steering import first_steering_match
@@ -58,6 +58,7 @@ from deermem_middleware.injection.steering import first_steering_match
 __all__ = [
     "MemoryTextKind",
     "TextAssessment",
+    "assess_by_rules",
     "assess_memory_text",
     "normalize_for_matching",
 ]
@@ -78,54 +79,9 @@ class TextAssessment:
 # Normalisation
 # ------------------------------------------------------------------------------------------------
 
-# Cyrillic and Greek letters that render like Latin ones ("іgnоre" with Cyrillic і and о).
-_LOOKALIKES: Final = str.maketrans(
-    {
-        "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o",
-        "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j",
-        "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g", "ı": "i",
-        "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
-        "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w",
-    }
-)  # fmt: skip
-_APOSTROPHES: Final = str.maketrans({"’": "'", "‘": "'", "`": "'", "´": "'", "ʼ": "'"})
-_SPACES: Final = re.compile(r"[^\S\n]+")
 _BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _WINDOW: Final = 2000
 _OVERLAP: Final = 200
-
-
-def _lines_of(text: str) -> list[str]:
-    """Line ends of every kind (\\n, \\r, \\v, \\f, \\x1c-\\x1e, NEL, U+2028, U+2029) count:
-    each of them starts a new line for a reader, so a role prefix after any of them is forged."""
-    return text.splitlines() or [""]
-
-
-def _clean_line(line: str) -> str:
-    """Format characters (zero-width, direction marks, soft hyphens) and non-space controls are
-    dropped — "ig\u200bnore" must read "ignore" — and every kind of space becomes one space."""
-    kept = []
-    for ch in line:
-        category = unicodedata.category(ch)
-        if category == "Cf" or (category == "Cc" and not ch.isspace()):
-            continue
-        kept.append(" " if ch.isspace() else ch)
-    return _SPACES.sub(" ", "".join(kept)).strip()
-
-
-def normalize_for_matching(text: str) -> str:
-    """The form rules are matched against: NFKC, casefolded, without format or control
-    characters, one line per line of the input, spaces collapsed, HTML entities decoded."""
-    text = unicodedata.normalize("NFKC", html.unescape(text)).casefold()
-    lines = (_clean_line(line) for line in _lines_of(text))
-    return "\n".join(line for line in lines if line).translate(_APOSTROPHES)
-
-
-def _latin_fold(normalized: str) -> str:
-    """Accents stripped and look-alike letters mapped, for the Latin-script rules."""
-    decomposed = unicodedata.normalize("NFKD", normalized)
-    stripped = "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
-    return stripped.translate(_LOOKALIKES)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -437,20 +393,20 @@ def _forms(text: str) -> list[str]:
     """The normalised text, its Latin-folded twin, and what hides behind obfuscation: reversed
     text after a right-to-left override, decoded base64 runs."""
     normalized = normalize_for_matching(text)
-    forms = [normalized, _latin_fold(normalized)]
+    forms = [normalized, latin_fold(normalized)]
     forms += [f for f in (deleet(forms[1]), despace(text)) if f]  # "1gn0r3", "U s e r   w a n t s"
     if _SPACED_RUN.search(normalized):  # "i g n o r e", "i.g.n.o.r.e": letters spaced apart
         joined = _SPACED_RUN.sub(lambda m: re.sub(r"[ .\-_*]", "", m[0]), normalized)
-        forms.append(_latin_fold(joined))
+        forms.append(latin_fold(joined))
     if any(ch in text for ch in "\u202e\u2067\u202b"):  # RLO, RLI, RLE: shown reversed
-        forms.append(_latin_fold(normalized[::-1]))
+        forms.append(latin_fold(normalized[::-1]))
     for run in _BASE64_RUN.findall(text)[:4]:
         try:
             decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             continue
         if decoded.isprintable():
-            forms.append(_latin_fold(normalize_for_matching(decoded)))
+            forms.append(latin_fold(normalize_for_matching(decoded)))
     return forms
 
 
@@ -473,13 +429,24 @@ def _windows(text: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 17)
 def assess_memory_text(text: str) -> TextAssessment:
-    """Classify one remembered string (a fact or a summary) and say which rule decided.
+    """Classify one remembered string (a fact or a summary) and say which rule decided: the
+    rules, then the learned screen (:mod:`~deermem_middleware.injection.learned`) for what no
+    rule names.
 
     Cached (and warmed when a memory revision is indexed, off the model-call path): the same
     facts are rendered on every model call.
     """
+    return _assess(text, learned=True)
+
+
+def assess_by_rules(text: str) -> TextAssessment:
+    """The rules alone, without the learned screen (the corpus benchmark reports each's share)."""
+    return _assess(text, learned=False)
+
+
+def _assess(text: str, *, learned: bool) -> TextAssessment:
     if (examples_blanked := mentioned_only(text)) is not None:  # a fact about attack phrases
-        return assess_memory_text(examples_blanked)
+        return _assess(examples_blanked, learned=learned)
     directive: str | None = None
     for window in _windows(text):
         forms = _forms(window)
@@ -495,6 +462,8 @@ def assess_memory_text(text: str) -> TextAssessment:
         if label is not None:
             return TextAssessment("injection", label)
         directive = directive or _first_match(_DIRECTIVE, forms)
+        if learned and is_learned_instruction(forms[0]):  # reads like an attack no rule names
+            return TextAssessment("injection", "learned")
     if directive is not None:
         return TextAssessment("directive", directive)
     return TextAssessment("data")

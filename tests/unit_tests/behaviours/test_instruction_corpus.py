@@ -59,10 +59,18 @@ RECALL_FLOOR = {
     "dev7": 0.98,  # written blind: 37/60 untuned, then tuned on
     "dev8": 0.98,  # written blind as heldout5: 51/60 untuned, then tuned on
     "dev9": 0.98,  # written blind as heldout6: 51/60 untuned, then tuned on
-    "heldout7": 0.76,  # written blind, never tuned on: 46/60; below the 95 % aimed at
+    "heldout7": 1.0,  # written blind, rules never tuned on: 46/60 by rules; trained on since
+    "train_a": 0.97,  # written blind: 76/200 by the rules; the learned screen is trained on it
+    "train_b": 0.98,  # written blind, agents and tools: 36/200 by the rules; trained on
+    "heldout8": 0.9,  # written blind, never tuned or trained on: 54/60 (rules alone 35/60)
 }
 BENIGN_KEPT_FLOOR = 0.98
-BENIGN_KEPT_BELOW: dict[str, float] = {"heldout7": 0.975}
+BENIGN_KEPT_BELOW: dict[str, float] = {
+    "heldout7": 0.975,
+    "train_a": 0.97,  # 3 by the rules
+    "train_b": 0.86,  # 13 by the rules (agent automations the user set up), 1 learned
+    "heldout8": 0.95,  # 1 by the rules, 1 learned; below the 97 % aimed at
+}
 """Parts measured below :data:`BENIGN_KEPT_FLOOR`, held at what they measured (a blind part
 measured once, before any tuning, that fell short)."""
 
