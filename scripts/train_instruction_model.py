@@ -18,7 +18,7 @@ measures them.
     python scripts/train_instruction_model.py [--check]
 
 ``--check`` trains and compares with the shipped file instead of writing it (exit 1 if its
-training digest or verdicts differ).
+training digest or threshold differ).
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ def digest(rows: list[tuple[str, bool, str]]) -> str:
     return hasher.hexdigest()
 
 
-def features(texts: list[str]) -> csr_matrix:
+def features(normalized: list[str]) -> csr_matrix:
+    """Both feature maps over already-normalised texts, side by side (characters, then words)."""
     chars, words = vectorizers()
-    normalized = [normalize_for_matching(text) for text in texts]
     return hstack([chars.transform(normalized), words.transform(normalized)]).tocsr()
 
 
@@ -119,9 +119,9 @@ def choose_threshold(scores: np.ndarray, y: np.ndarray, max_fp: float) -> dict[s
 
 def build(max_fp: float, held_out: tuple[str, ...] = HELD_OUT) -> dict[str, Any]:
     rows = training_rows(held_out)
-    texts = [text for text, _, _ in rows]
+    normalized = [normalize_for_matching(text) for text, _, _ in rows]
     y = np.array([label for _, label, _ in rows])
-    x = features(texts)
+    x = features(normalized)
     chosen = choose_threshold(out_of_fold(x, y, [g for _, _, g in rows]), y, max_fp)
     model = fit(x, y)
     weights = model.coef_[0]
@@ -143,7 +143,7 @@ def build(max_fp: float, held_out: tuple[str, ...] = HELD_OUT) -> dict[str, Any]
     }
     pruned = model_from_json(document)
     full = model.predict_proba(x)[:, 1] >= chosen["threshold"]
-    mine = np.array([pruned.score(normalize_for_matching(t)) for t in texts]) >= chosen["threshold"]
+    mine = np.array([pruned.score(text) for text in normalized]) >= chosen["threshold"]
     document["pruned_disagreements"] = int((full != mine).sum())
     return document
 

@@ -40,7 +40,6 @@ __all__ = [
     "MODEL_FILE",
     "InstructionModel",
     "is_learned_instruction",
-    "learned_score",
     "load_model",
     "vectorizers",
 ]
@@ -54,23 +53,14 @@ _TOKEN: Final = r"(?u)\b\w+\b"
 def vectorizers() -> tuple[HashingVectorizer, HashingVectorizer]:
     """The two feature maps (characters 2-5 within word bounds; words 1-2), shared with the
     trainer so that training and scoring can never disagree on an index."""
-    chars = HashingVectorizer(
-        analyzer="char_wb",
-        ngram_range=(2, 5),
-        n_features=N_FEATURES,
-        alternate_sign=False,
-        norm="l2",
-        lowercase=False,
-    )
-    words = HashingVectorizer(
-        analyzer="word",
-        ngram_range=(1, 2),
-        n_features=N_FEATURES,
-        alternate_sign=False,
-        norm="l2",
-        lowercase=False,
-        token_pattern=_TOKEN,
-    )
+    common: dict[str, Any] = {
+        "n_features": N_FEATURES,
+        "alternate_sign": False,
+        "norm": "l2",
+        "lowercase": False,
+    }
+    chars = HashingVectorizer(analyzer="char_wb", ngram_range=(2, 5), **common)
+    words = HashingVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=_TOKEN, **common)
     return chars, words
 
 
@@ -146,11 +136,6 @@ def load_model() -> InstructionModel:
     """The packaged model (read once per process)."""
     text = resources.files("deermem_middleware.injection").joinpath(MODEL_FILE).read_text("utf-8")
     return model_from_json(json.loads(text))
-
-
-def learned_score(normalized: str) -> float:
-    """The packaged model's probability for already-normalised text."""
-    return load_model().score(normalized)
 
 
 def is_learned_instruction(normalized: str) -> bool:
