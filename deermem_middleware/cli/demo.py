@@ -50,6 +50,8 @@ class DemoReport:
     facts: list[dict[str, Any]] = field(default_factory=list)
     injected: bool = False
     injected_block: str = ""
+    not_injected: str = ""
+    """Why thread 2's prompt got no ``<memory>`` block ("" when it got one)."""
     answer: str = ""
     seconds: float = 0.0
 
@@ -211,10 +213,26 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
         if start >= 0 and end > start:
             report.injected = True
             report.injected_block = system[start : end + len("</memory>")]
+        else:
+            report.not_injected = _why_not_injected(report, system)
         with _progress(out, "updating memory from thread 2 and shutting down"):
             middleware.close(timeout=None)
     report.seconds = round(time.monotonic() - started, 1)
     return report
+
+
+def _why_not_injected(report: DemoReport, system: str) -> str:
+    """Say why thread 2 got no memory: the tiny model wrote none (it answers every
+    ``shouldUpdate`` false now and then), or something failed (the log above says what)."""
+    if not system:
+        return "no model call of thread 2 was recorded"
+    if not report.profile and not report.facts:
+        return (
+            "the model wrote no memory from thread 1 (every shouldUpdate false and no usable "
+            "fact: the bundled 135M model does this now and then); run the demo again or use a "
+            "larger model"
+        )
+    return "memory was stored but not injected: see the log above"
 
 
 def _one_line(content: Any, limit: int = 300) -> str:
@@ -239,7 +257,7 @@ def print_report(report: DemoReport, out: TextIO = sys.stdout) -> None:
     if not report.facts:
         w("  (none above the confidence threshold)\n")
     w("\n=== Injected into thread 2's system prompt ===\n")
-    w((report.injected_block or "(nothing was injected)") + "\n")
+    w((report.injected_block or f"(nothing was injected: {report.not_injected})") + "\n")
     w("\n=== Extraction ===\n")
     w(f"calls: {report.extraction_calls}\n")
     for item in report.extractions:

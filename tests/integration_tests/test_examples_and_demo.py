@@ -39,8 +39,14 @@ def test_deermem_demo_json(tmp_path: Path) -> None:
     assert {"llm", "extraction_calls", "facts", "injected", "memory_path"} <= set(report)
     assert "llama.cpp" in report["llm"]
     assert report["extraction_calls"] >= 1
-    assert report["injected"] is True
-    assert report["injected_block"].startswith("<memory>")
+    seen = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    if report["profile"] or report["facts"]:  # memory was written: it must reach thread 2
+        assert report["injected"] is True, seen
+        assert report["injected_block"].startswith("<memory>"), seen
+        assert report["not_injected"] == ""
+    else:  # the 135M model wrote nothing this run (it happens): the demo must say so
+        assert report["injected"] is False, seen
+        assert "the model wrote no memory from thread 1" in report["not_injected"], seen
     assert Path(report["memory_path"]).is_file()
     assert Path(report["memory_path"]).is_relative_to(tmp_path)
     for item in report["extractions"]:
@@ -60,8 +66,14 @@ def test_deermem_demo_text_prints_profile_facts_and_block(tmp_path: Path) -> Non
         env=_offline_env(),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    for heading in ("=== Memory file ===", "Profile:", "Facts (", "=== Injected", "<memory>"):
-        assert heading in done.stdout
+    seen = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    for heading in ("=== Memory file ===", "Profile:", "Facts (", "=== Injected"):
+        assert heading in done.stdout, seen
+    wrote_nothing = "(no summary fields were written)" in done.stdout and "Facts (0)" in done.stdout
+    if wrote_nothing:  # the 135M model wrote nothing this run: the demo says so
+        assert "nothing was injected: the model wrote no memory" in done.stdout, seen
+    else:
+        assert "<memory>" in done.stdout, seen
     assert "proves the wiring, not memory quality" in done.stdout
 
 
