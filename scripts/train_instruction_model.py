@@ -49,7 +49,7 @@ from deermem_middleware.injection.normalize import normalize_for_matching  # noq
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
 BENIGN = ROOT / "tests/fixtures/benign_memory_text.jsonl"
 OUT = ROOT / "deermem_middleware/injection" / MODEL_FILE
-HELD_OUT = ("heldout8",)
+HELD_OUT = ("heldout9",)
 C = 4.0  # inverse regularisation; 4 and 16 compared on heldout7 as a dev part, 4 kept
 KEEP_WEIGHTS = 80_000  # the largest |weights|: 0 verdicts change on the training data (30,000: 37)
 THRESHOLDS = [round(0.30 + 0.01 * k, 2) for k in range(66)]  # 0.30 .. 0.95

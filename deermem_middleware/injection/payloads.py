@@ -389,10 +389,13 @@ def first_payload_match(folded_forms: Sequence[str]) -> str | None:
 _MENTION: Final = _rx(
     r"\b(?:phrases?|examples?|samples?|strings?|prompts?)\s+(?:like|such\s+as|including)\b|"
     r"\b(?:labell?ed|dataset|corpus|classifier|detection|detector|benchmark|catalog\w*|"
-    r"taxonomy)\b|(?:数据集|语料|样本|检测)"
+    r"taxonomy)\b|(?:数据集|语料|样本|检测)|"
+    # teaching and research about attacks: "a blog post explaining why '…' works"
+    r"\b(?:teach(?:es|ing)?|lectures?|course|blog\s+posts?|papers?|research(?:es|ing)?|"
+    r"explain(?:s|ing)?|analy[sz](?:es|ing|is))\b|(?:讲授|课程|研究|论文|分析|测试集|正例|原理)"
 )
 _QUOTED: Final = re.compile(
-    r"'[^'\n]{3,200}'|\"[^\"\n]{3,200}\"|“[^”\n]{3,200}”|「[^」\n]{3,200}」"
+    r"(?<!\w)'[^'\n]{3,200}'(?!\w)|\"[^\"\n]{3,200}\"|“[^”\n]{3,200}”|「[^」\n]{3,200}」"
 )
 
 

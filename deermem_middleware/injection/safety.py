@@ -227,7 +227,9 @@ _INJECTION: Final[tuple[Rule, ...]] = (
             r"\b(?:developer|god|dan)\s+mode\b(?!\s+(?:on|in|for)\s+(?:\w+\s+){0,2}?(?:phone|"
             r"android|iphone|ios|device|tablet|browser|chrome|windows|mac|pixel|console)s?\b)"
             r"|\bjailbr(?:eak|oke|oken|eaking)\b(?!\s+(?:prompts?|attacks?|research|datasets?|"
-            r"defen[cs]es?|detection|benchmarks?|techniques?|papers?|attempts?|examples?)\b)"
+            r"defen[cs]es?|detection|benchmarks?|techniques?|papers?|attempts?|examples?|"
+            r"robustness|taxonom(?:y|ies)|resistance|vulnerabilit(?:y|ies)|evaluations?|"
+            r"studies|literature|classifiers?)\b)"
         ),
         _rx(_ASSISTANT),
     ),
