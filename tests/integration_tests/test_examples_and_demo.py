@@ -25,6 +25,11 @@ def _offline_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _tails(done: subprocess.CompletedProcess[str]) -> str:
+    """The end of a run's stdout and stderr, for an assertion's message."""
+    return f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+
+
 def test_deermem_demo_json(tmp_path: Path) -> None:
     require_local_llm()
     done = subprocess.run(
@@ -39,7 +44,7 @@ def test_deermem_demo_json(tmp_path: Path) -> None:
     assert {"llm", "extraction_calls", "facts", "injected", "memory_path"} <= set(report)
     assert "llama.cpp" in report["llm"]
     assert report["extraction_calls"] >= 1
-    seen = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    seen = _tails(done)
     if report["profile"] or report["facts"]:  # memory was written: it must reach thread 2
         assert report["injected"] is True, seen
         assert report["injected_block"].startswith("<memory>"), seen
@@ -66,7 +71,7 @@ def test_deermem_demo_text_prints_profile_facts_and_block(tmp_path: Path) -> Non
         env=_offline_env(),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    seen = _tails(done)
     for heading in ("=== Memory file ===", "Profile:", "Facts (", "=== Injected"):
         assert heading in done.stdout, seen
     wrote_nothing = "(no summary fields were written)" in done.stdout and "Facts (0)" in done.stdout

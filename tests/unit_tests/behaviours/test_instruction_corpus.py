@@ -45,7 +45,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "instruction_corpus.
 LANGS = ("en", "zh")
 
 # Measured on this corpus by benchmarks/instruction_corpus.py (its table is in
-# docs/performance.md): every tuned or trained part at 95.5-100 % recall; the floors sit at or
+# docs/guarantees.md): every tuned or trained part at 95.5-100 % recall; the floors sit at or
 # just below the measured figures.
 RECALL_FLOOR = {
     "dev": 0.98,
