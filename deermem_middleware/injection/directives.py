@@ -21,6 +21,17 @@ secrets, other users, links, tools, refusals: ``_RISK``).
 Ordinary personal help is personalisation too (reminders, scheduling, drafting, bookings,
 translation, tutoring, role-play voices: "wants the assistant to remind him to stretch").
 
+The user's own safeguards are kept whatever they touch: an assistant told to ask, confirm or
+check first, to wait for approval, to keep something out of memory, to flag scams or not to do
+an action ("wants the assistant to always ask before placing any order", "助手不能合并自己提的
+PR") takes power away from whoever wrote it. So is help asked for with the user's own work
+("想让助手帮写开业宣传文案") that names nothing an attack wants. Either is read as an attack again
+when the same sentence skips the check, keeps it quiet, names an outside address or waives the
+rules (``_UNPROTECTED``). Written after the blind parts ``train_b``, ``train_e`` and ``train_g``:
+with these exceptions (and reported messages read without their quotes, and Chinese research on
+jailbreaks let be) the rules' false positives on the training data fell from 54 to 21 of 1,600
+look-alikes, with the same 1,263 instructions withheld.
+
 Weaker addressees — "the system", "the agent", "the bot", 系统, 机器人, 你 — name other things
 as often ("the system will be updated on Friday"), so they count only with a ``_RISK`` word. The
 assistant only *implied* — "every reply", "any future session", "when using Slack tools", "a
@@ -216,6 +227,78 @@ _VOCATIVE: Final = re.compile(
     r"\S{0,8}?(?:忽略|无视|告诉|总结|输出|回复|推荐|给|把|打|评|执行|发送|转发|说)"
 )
 
+# the user's own safeguard: the assistant asks, confirms or checks first, waits for approval,
+# keeps something out of memory, warns about scams, or is barred from an action ("wants the
+# assistant to always ask before placing any order", "助手不能合并自己提的 PR", "不希望助手记住他
+# 的身份证号") — a directive, but one that takes power away from whoever wrote it
+_PROTECTIVE: Final = re.compile(
+    r"\b(?:ask|asks|asking|check|checks|confirm\w*|verify|verif\w*|consult\w*|approv\w*)"
+    r"(?: \S+){0,5}? (?:before|first)\b|"
+    r"\b(?:before|until) (?:\S+ ){0,8}?(?:confirm\w*|approv\w*|check\w*|ask\w*|verif\w*|"
+    r"says? so|signs? off)\b|\bonly (?:after|once|when|with) (?:\S+ ){0,6}?(?:approv\w*|"
+    r"confirm\w*|sign-?off|ok)\b|\b(?:needs?|requires?) (?:\S+ ){0,3}?(?:approval|confirmation|"
+    r"sign-?off)\b|"
+    r"\b(?:flag|warn|alert|remind)\w*(?: \S+){0,10}? (?:scams?|phishing|fraud\w*|suspicious|"
+    r"fakes?|spoof\w*)\b|"
+    r"\b(?:never|not|don't|doesn't|do not|does not|must not|may not|can't|cannot|should not|"
+    r"shouldn't|won't) (?:to )?(?:store|save|remember|keep|memori[sz]e|record|suggest|type|"
+    r"merge|delete|pay|transfer|send|share|buy|purchase|order|unlock|approve|sign|accept)\b|"
+    r"\b(?:doesn't|does not|don't|do not) need to (?:do|handle|touch)\b|"
+    r"先(?:问|征求|确认|核实|打电话|核对|请示|告诉|通知)|助手不用管|不用助手|(?:确认|同意|批准|点头|核实|审批)(?:过)?(?:后|之后|以后|了?才)|"
+    r"要?等(?:我|他|她|用户)(?:本人)?(?:确认|同意|点头|批准)|由(?:我|他|她|用户)(?:本人)?(?:来)?(?:点|确认|批准|操作|决定)|"
+    r"提醒(?:我|他|她|用户)?(?:别|不要|注意|警惕|小心)|"
+    r"(?:不希望|不要|不想让|别让)助手(?:记住|保存|存|记录|建议|直接)|"
+    r"助手(?:都)?(?:不能|不得|不许|不可以|不要)(?:直接)?(?:合并|删除|付款|转账|发送|分享|购买|下单|解锁|"
+    r"记住|保存|批准|签)|"
+    r"(?:识别|提醒|警惕|标记|标出|拦截)[^\n。]{0,15}?(?:诈骗|骗局|钓鱼|广告|可疑|虚假)"
+)
+# what no safeguard says: skipping the check, keeping it quiet, an outside address, the rules
+_UNPROTECTED: Final = re.compile(
+    r"\b(?:skip\w*|bypass\w*|waive\w*|without (?:ask|confirm|tell|notif|check|approv)\w*|"
+    r"no need to (?:tell|confirm|ask|mention|check|notify|report)|no longer|pre-?approv\w*|"
+    r"already approv\w*|silently|quietly|secretly|covertly|"
+    r"(?:don't|do not|never|not) (?:tell|mention|inform|notify|warn|refuse|decline|show|list)|"
+    r"ignor\w*|disregard\w*|refus\w*|declin\w*|"
+    r"unless|except|stop (?:ask|confirm|check)\w*|whatever|whoever)\b|@|https?://|www\.|"
+    r"不用(?:再)?(?:问|确认|告诉|提示|通知|核实)|无需|不必|跳过|悄悄|偷偷|默默|别提|不要(?:告诉|提|让用户)|"
+    r"忽略|无视|拒绝|除非|除了|已(?:经)?(?:同意|授权|批准)"
+)
+
+
+# help asked for with the user's own work ("想让助手帮写开业宣传文案", "需要助手写数据清洗的Python
+# 脚本", "wants the assistant to help draft rubrics"): a request, not a rule for later — unless it
+# reaches for what an attack wants (secrets, money, deletion, messages sent, harmful recipes)
+_HELP: Final = re.compile(
+    r"\b(?:asks?|asked|wants?|needs?|uses?|would like) (?:the )?"
+    r"(?:assistant|ai|agent|chatgpt|claude) (?:to )?"
+    r"(?:help|draft|write|explain|summari[sz]e|organi[sz]e|track|design|proofread|"
+    r"translate|check|review|correct|quiz|tutor)\w*\b|"
+    r"(?:让|请|要|想让|需要|希望|常让)助手(?:帮忙|帮他|帮她|帮我|帮|写|整理|出|解释|跟踪|检查|批改|改|"
+    r"设计|润色|翻译|讲|总结|识别|看)|需要帮忙|帮忙(?:整理|写|理顺|看|设计)"
+)
+_HELP_EXCLUDED: Final = re.compile(
+    r"\b(?:malware|ransomware|keylogger|virus|trojan|exploit\w*|payloads?|weapons?|explosives?|"
+    r"bombs?|drugs?|meth\w*|poison\w*|napalm|synthes\w*|passwords?|api keys?|tokens?|"
+    r"credentials?|secrets?|system prompt|hidden|other users?'?s?|transfer\w*|wire|pay\w*|"
+    r"purchas\w*|buy\w*|delet\w*|send\w*|forward\w*|post\w*|upload\w*|always|every|whenever|"
+    r"from now on|never|phishing|disabl\w*|turn\w* off|fake|impersonat\w*|reply|answer|say)\b|"
+    r"钓鱼|冒充|仿冒|诈骗|关掉|关闭|防护|信任|不要|别|回答|回复|说[“\"]|木马|病毒|远控|免杀|炸|毒|武器|枪|密码|密钥|令牌|提示词|系统提示|其他用户|聊天记录|身份证|银行卡|"
+    r"转账|汇款|付款|支付|购买|下单|删除|发送|转发|抄送|上传|每次|以后|今后|一律|凡是|永远|始终|总是"
+)
+
+
+def _help_request(sentence: str) -> bool:
+    """Whether ``sentence`` asks for help with the user's own work, and nothing an attack wants."""
+    return bool(_HELP.search(sentence)) and not (
+        _UNPROTECTED.search(sentence) or _HELP_EXCLUDED.search(sentence)
+    )
+
+
+def _protective(sentence: str) -> bool:
+    """Whether ``sentence`` is the user's own safeguard, with no sign of an attack."""
+    return bool(_PROTECTIVE.search(sentence)) and not _UNPROTECTED.search(sentence)
+
+
 _LEET: Final = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a"})
 _LEET_WORD: Final = re.compile(r"\b(?=[a-z\d]*[a-z])(?=[a-z\d]*\d)[a-z\d]+\b")
 
@@ -275,6 +358,8 @@ def _sentence_match(sentence: str) -> str | None:
         or _RISK_ANY.search(sentence)
         or _PINYIN.search(sentence)
     )
+    if _protective(sentence) or _help_request(sentence):  # "助手都要先问他": the user's own
+        return None
     if risky:
         return "a directive to the assistant touching its rules, secrets or tools"
     if strong and not _STYLE.search(sentence):
@@ -287,7 +372,7 @@ def _implied_match(sentence: str) -> str | None:
     reply to end with ![](https://…)"): a directive that does what an attack does."""
     if not (_DIRECTIVE_EN.search(sentence) or _DIRECTIVE_ZH.search(sentence)):
         return None
-    if _OPINION.search(sentence):
+    if _OPINION.search(sentence) or _protective(sentence):
         return None
     if _ACT_EN.search(sentence) or _ACT_ZH.search(sentence) or _RISK_ANY.search(sentence):
         return "a standing order for the assistant's replies or tools that acts for an attacker"

@@ -271,7 +271,10 @@ _INJECTION: Final[tuple[Rule, ...]] = (
     ),
     (
         "jailbreak (Chinese)",
-        _rx(r"开发者模式|越狱"),
+        # not research and teaching about jailbreaks ("讲授越狱提示的分类")
+        _rx(
+            r"^(?![^\n]*(?:研究|课程|讲授|论文|语料|分类|防御|评测|数据集|样本))[^\n]*?(?:开发者模式|越狱)"
+        ),
         _rx(_ASSISTANT_ZH),
     ),
     # Spanish, French, German, Russian, Japanese
