@@ -39,20 +39,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from deermem_middleware.injection.learned import (  # noqa: E402
+    BLOCKS,
     MODEL_FILE,
     N_FEATURES,
     model_from_json,
     vectorizers,
+    views,
 )
 from deermem_middleware.injection.normalize import normalize_for_matching  # noqa: E402
 
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
 BENIGN = ROOT / "tests/fixtures/benign_memory_text.jsonl"
 OUT = ROOT / "deermem_middleware/injection" / MODEL_FILE
-HELD_OUT = ("heldout9",)
-C = 4.0  # inverse regularisation; 4 and 16 compared on heldout7 as a dev part, 4 kept
-KEEP_WEIGHTS = 80_000  # the largest |weights|: 0 verdicts change on the training data (30,000: 37)
-THRESHOLDS = [round(0.30 + 0.01 * k, 2) for k in range(66)]  # 0.30 .. 0.95
+HELD_OUT = ("heldout10",)
+C = 64.0  # 4, 16, 64 compared leave-one-part-out: 16 and 64 alike; 64 fits training parts closer
+KEEP_WEIGHTS = 150_000  # the largest |weights|: 2 verdicts change on training data (110,000: 15)
+THRESHOLDS = [round(0.30 + 0.01 * k, 2) for k in range(70)]  # 0.30 .. 0.99
 
 
 def training_rows(held_out: tuple[str, ...] = HELD_OUT) -> list[tuple[str, bool, str]]:
@@ -79,9 +81,10 @@ def digest(rows: list[tuple[str, bool, str]]) -> str:
 
 
 def features(normalized: list[str]) -> csr_matrix:
-    """Both feature maps over already-normalised texts, side by side (characters, then words)."""
-    chars, words = vectorizers()
-    return hstack([chars.transform(normalized), words.transform(normalized)]).tocsr()
+    """Every feature map over already-normalised texts, side by side in block order."""
+    columns = list(zip(*(views(text) for text in normalized), strict=True))
+    blocks = [vec.transform(col) for vec, col in zip(vectorizers(), columns, strict=True)]
+    return hstack(blocks).tocsr()
 
 
 def fit(x: csr_matrix, y: np.ndarray) -> LogisticRegression:
@@ -128,13 +131,16 @@ def build(max_fp: float, held_out: tuple[str, ...] = HELD_OUT) -> dict[str, Any]
     keep = np.argsort(-np.abs(weights))[:KEEP_WEIGHTS]
     keep = np.sort(keep[weights[keep] != 0])
     document: dict[str, Any] = {
-        "format": 1,
+        "format": 2,
         "about": "deermem learned instruction screen; see deermem_middleware/injection/learned.py",
         "trained_on": digest(rows),
         "rows": len(rows),
         "instructions": int(y.sum()),
         "held_out": list(held_out),
-        "features": f"char_wb 2-5 + word 1-2, hashed to 2 x {N_FEATURES}, l2-normalised each",
+        "features": (
+            f"char_wb 2-5, word 1-2, concept tokens and pairs, Han char 1-3; "
+            f"hashed to {BLOCKS} x {N_FEATURES}, l2-normalised each"
+        ),
         "C": C,
         **chosen,
         "intercept": round(float(model.intercept_[0]), 6),

@@ -1,4 +1,5 @@
 """A learned second opinion on remembered text: a linear model over hashed character and word
+n-grams, concept tokens (:mod:`~deermem_middleware.injection.concepts`) and Chinese character
 n-grams, scoring how much a string reads like an instruction smuggled into memory.
 
 Why: the rules in :mod:`~deermem_middleware.injection.safety` and its siblings name phrasings,
@@ -17,9 +18,13 @@ the held-out part or on LoCoMo), so that ordinary text stays injected.
 Shipped as plain numbers (``instruction_model.json``: the hashed feature indices with non-zero
 weight, their weights, the intercept and threshold), not a pickle: loading runs no code. The
 features are scikit-learn's ``HashingVectorizer`` (MurmurHash3, the same index on every
-version), computed on the same normalised text the rules see. ``scripts/train_instruction_model.py``
-rebuilds the file from the committed data; the file records a digest of that data, and a test
-fails when the data changed and the model was not retrained.
+version), computed on the same normalised text the rules see. The concept tokens and the Han
+block (the third model, trained on ``train_e`` to ``train_i`` and ``heldout9`` as well) cost
+about 1.5× the n-grams alone (≈500 µs against ≈330 µs per string on a busy 2-core machine, the
+same strings in the same run); verdicts are cached and computed off the model-call path.
+``scripts/train_instruction_model.py`` rebuilds the file from the committed data; the file
+records a digest of that data, and a test fails when the data changed and the model was not
+retrained.
 """
 
 from __future__ import annotations
@@ -36,23 +41,30 @@ import numpy as np
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.utils import murmurhash3_32
 
+from deermem_middleware.injection.concepts import concept_text, han_text
+
 __all__ = [
     "MODEL_FILE",
     "InstructionModel",
     "is_learned_instruction",
     "load_model",
     "vectorizers",
+    "views",
 ]
 
 MODEL_FILE: Final = "instruction_model.json"
 N_FEATURES: Final = 2**20
+BLOCKS: Final = 4  # feature maps, see vectorizers()
 _TOKEN: Final = r"(?u)\b\w+\b"
 
 
 @cache
-def vectorizers() -> tuple[HashingVectorizer, HashingVectorizer]:
-    """The two feature maps (characters 2-5 within word bounds; words 1-2), shared with the
-    trainer so that training and scoring can never disagree on an index."""
+def vectorizers() -> tuple[HashingVectorizer, ...]:
+    """The feature maps, shared with the trainer so that training and scoring can never
+    disagree on an index: characters 2-5 within word bounds and words 1-2 of the text, the
+    concept tokens of :func:`~deermem_middleware.injection.concepts.concept_text`, and Han
+    character 1-3-grams of :func:`~deermem_middleware.injection.concepts.han_text`. Each reads
+    the matching string of :func:`views`; block ``k`` takes indices ``k * N_FEATURES`` on."""
     common: dict[str, Any] = {
         "n_features": N_FEATURES,
         "alternate_sign": False,
@@ -61,25 +73,33 @@ def vectorizers() -> tuple[HashingVectorizer, HashingVectorizer]:
     }
     chars = HashingVectorizer(analyzer="char_wb", ngram_range=(2, 5), **common)
     words = HashingVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=_TOKEN, **common)
-    return chars, words
+    concepts = HashingVectorizer(analyzer="word", token_pattern=r"\S+", **common)
+    han = HashingVectorizer(analyzer="char", ngram_range=(1, 3), **common)
+    return chars, words, concepts, han
+
+
+def views(normalized: str) -> tuple[str, str, str, str]:
+    """The string each vectorizer of :func:`vectorizers` reads, in the same order."""
+    return normalized, normalized, concept_text(normalized), han_text(normalized)
 
 
 @cache
-def _analyzers() -> tuple[Callable[[str], list[str]], Callable[[str], list[str]]]:
-    chars, words = vectorizers()
-    return chars.build_analyzer(), words.build_analyzer()
+def _analyzers() -> tuple[Callable[[str], list[str]], ...]:
+    return tuple(vectorizer.build_analyzer() for vectorizer in vectorizers())
 
 
 def hashed_features(normalized: str) -> dict[int, float]:
-    """The l2-normalised counts of each vectorizer over ``2 * N_FEATURES`` (words offset by
-    ``N_FEATURES``): what ``HashingVectorizer.transform`` computes, without its per-call input
-    checks (540 µs → 150 µs per string; a test holds the two equal). Each n-gram is hashed as
-    UTF-8 bytes with ``surrogatepass``: the vectorizer's index for any valid text, and a lone
-    surrogate (JSON ``"\\ud800"``) is scored instead of raising ``UnicodeEncodeError``."""
+    """The l2-normalised counts of each vectorizer over ``BLOCKS * N_FEATURES`` (block ``k``
+    offset by ``k * N_FEATURES``): what ``HashingVectorizer.transform`` computes, without its
+    per-call input checks (1,400 µs → 220 µs per string, median over 500 corpus strings; a test
+    holds the two equal). Each n-gram is hashed as UTF-8 bytes with ``surrogatepass``: the
+    vectorizer's index for any valid text, and a lone surrogate (JSON ``"\\ud800"``) is scored
+    instead of raising ``UnicodeEncodeError``."""
     out: dict[int, float] = {}
-    for offset, analyze in zip((0, N_FEATURES), _analyzers(), strict=True):
+    for block, (analyze, text) in enumerate(zip(_analyzers(), views(normalized), strict=True)):
+        offset = block * N_FEATURES
         counts: dict[int, int] = {}
-        for gram in analyze(normalized):
+        for gram in analyze(text):
             h = murmurhash3_32(gram.encode("utf-8", "surrogatepass"), seed=0)
             column = (2**31 - 1 if h == -(2**31) else abs(h)) % N_FEATURES + offset
             counts[column] = counts.get(column, 0) + 1
@@ -90,8 +110,9 @@ def hashed_features(normalized: str) -> dict[int, float]:
 
 @dataclass(frozen=True, slots=True)
 class InstructionModel:
-    """The shipped weights, sparse: sorted feature indices (characters then words, over
-    ``2 * N_FEATURES``) and their weights — about 1 MiB of arrays, not a 16 MiB dense vector."""
+    """The shipped weights, sparse: sorted feature indices (the blocks of :func:`vectorizers`
+    in order, over ``BLOCKS * N_FEATURES``) and their weights — about 1.7 MiB of arrays, not a
+    32 MiB dense vector."""
 
     index: np.ndarray
     weight: np.ndarray
@@ -123,8 +144,10 @@ def model_from_json(document: dict[str, Any]) -> InstructionModel:
         raise ValueError(f"{MODEL_FILE}: missing or malformed key: {error}") from error
     if index.shape != weight.shape or index.ndim != 1:
         raise ValueError(f"{MODEL_FILE}: 'index' and 'weight' must be lists of equal length")
-    if not index.size or index.min() < 0 or index.max() >= 2 * N_FEATURES:
-        raise ValueError(f"{MODEL_FILE}: 'index' empty or out of range 0..{2 * N_FEATURES - 1}")
+    if not index.size or index.min() < 0 or index.max() >= BLOCKS * N_FEATURES:
+        raise ValueError(
+            f"{MODEL_FILE}: 'index' empty or out of range 0..{BLOCKS * N_FEATURES - 1}"
+        )
     if (np.diff(index) <= 0).any():
         raise ValueError(f"{MODEL_FILE}: 'index' must be strictly increasing")
     if not (np.isfinite(weight).all() and math.isfinite(intercept) and 0 < threshold < 1):

@@ -201,10 +201,9 @@ def test_directives_are_classified_directive(text: str) -> None:
 
 
 # The learned screen's known false positives among BENIGN (benchmarks/instruction_corpus.py
-# measures its rate: 38/40 kept on the blind heldout8, 10 of LoCoMo's 4,921 strings withheld).
-LEARNED_FALSE_POSITIVES = frozenset(
-    {"User says the previous instructions from their manager were unclear"}
-)
+# measures its rate on the blind parts and on LoCoMo). The third model withholds none of them;
+# the second withheld "User says the previous instructions from their manager were unclear".
+LEARNED_FALSE_POSITIVES: frozenset[str] = frozenset()
 
 
 @pytest.mark.parametrize("text", BENIGN)
