@@ -54,7 +54,6 @@ __all__ = [
 
 MODEL_FILE: Final = "instruction_model.json"
 N_FEATURES: Final = 2**20
-BLOCKS: Final = 4  # feature maps, see vectorizers()
 _TOKEN: Final = r"(?u)\b\w+\b"
 
 
@@ -76,6 +75,10 @@ def vectorizers() -> tuple[HashingVectorizer, ...]:
     concepts = HashingVectorizer(analyzer="word", token_pattern=r"\S+", **common)
     han = HashingVectorizer(analyzer="char", ngram_range=(1, 3), **common)
     return chars, words, concepts, han
+
+
+BLOCKS: Final = len(vectorizers())
+"""How many feature maps (and index blocks of ``N_FEATURES``) the model reads."""
 
 
 def views(normalized: str) -> tuple[str, str, str, str]:
@@ -111,7 +114,7 @@ def hashed_features(normalized: str) -> dict[int, float]:
 @dataclass(frozen=True, slots=True)
 class InstructionModel:
     """The shipped weights, sparse: sorted feature indices (the blocks of :func:`vectorizers`
-    in order, over ``BLOCKS * N_FEATURES``) and their weights — about 1.7 MiB of arrays, not a
+    in order, over ``BLOCKS * N_FEATURES``) and their weights — about 2.3 MiB of arrays, not a
     32 MiB dense vector."""
 
     index: np.ndarray
