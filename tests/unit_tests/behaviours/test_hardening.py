@@ -393,10 +393,8 @@ def test_a_lone_surrogate_user_id_is_refused_at_capture_and_others_go_on(
     with caplog.at_level(logging.ERROR):
         assert mw.capture(_opening("S3-C001"), user_id=poisoned, thread_id="t1") is False
     assert "not valid Unicode" in caplog.text
-    started = time.monotonic()
     assert mw.capture(_opening("S3-C002"), user_id="bob", thread_id="t2")
-    assert mw.flush(timeout=5)
-    assert time.monotonic() - started < 5
+    assert mw.flush(timeout=5)  # not stalled: the flush finished within its timeout
     assert [marker_of(f.content) for f in mw.get_memory("bob").facts] == ["S3-C002"]
     assert mw.service._breaker.failures == 0
     mw.close()
