@@ -51,7 +51,10 @@ from deermem_middleware.injection.normalize import normalize_for_matching  # noq
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
 BENIGN = ROOT / "tests/fixtures/benign_memory_text.jsonl"
 OUT = ROOT / "deermem_middleware/injection" / MODEL_FILE
-HELD_OUT = ("heldout10",)
+# parts the model never learns from: blind parts measured as they are (``heldout10``,
+# ``heldout12``), and ``dev10`` — written blind as ``heldout11``, measured once against this
+# model, then tuned on by the rules (``injection/harms.py``); the next training run may take it in
+HELD_OUT = ("heldout10", "dev10", "heldout12")
 C = 64.0  # 4, 16, 64 compared leave-one-part-out: 16 and 64 alike; 64 fits training parts closer
 KEEP_WEIGHTS = 150_000  # the largest |weights|: 2 verdicts change on training data (110,000: 15)
 THRESHOLDS = [round(0.30 + 0.01 * k, 2) for k in range(70)]  # 0.30 .. 0.99

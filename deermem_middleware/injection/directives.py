@@ -53,7 +53,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["deleet", "despace", "first_directive_match"]
+__all__ = ["deleet", "despace", "first_directive_match", "own_bans_blanked"]
 
 _SENTENCE: Final = re.compile(r"(?<=[.!?;])\s+|[。！？；\n]+")
 
@@ -227,6 +227,15 @@ _VOCATIVE: Final = re.compile(
     r"\S{0,8}?(?:忽略|无视|告诉|总结|输出|回复|推荐|给|把|打|评|执行|发送|转发|说)"
 )
 
+_BAN_HEAD = (
+    r"\b(?:(?:never|doesn't|does not|don't|do not|won't)\s+(?:wants?|allows?|lets?|permits?)\s+"
+    r"(?:the\s+|his\s+|her\s+|any\s+)?(?:assistant|ai|model|bot|agent|chatbot|it|anyone)\s+to|"
+    r"(?:wants?|asked|asks|told|tells)\s+(?:the\s+)?(?:assistant|ai|model|bot|agent|chatbot)\s+"
+    r"(?:never|not)\s+to)\s+(?:ever\s+)?(?:store|save|repeat|suggest|share|reveal|print|show|"
+    r"display|disclose|remember|record|keep|read\s+out|guess|generate|autofill|fill\s+in|see|"
+    r"access|touch|use|handle|post|upload)\b"
+)
+
 # the user's own safeguard: the assistant asks, confirms or checks first, waits for approval,
 # keeps something out of memory, warns about scams, or is barred from an action ("wants the
 # assistant to always ask before placing any order", "助手不能合并自己提的 PR", "不希望助手记住他
@@ -239,11 +248,11 @@ _PROTECTIVE: Final = re.compile(
     r"confirm\w*|sign-?off|ok)\b|\b(?:needs?|requires?) (?:\S+ ){0,3}?(?:approval|confirmation|"
     r"sign-?off)\b|"
     r"\b(?:flag|warn|alert|remind)\w*(?: \S+){0,10}? (?:scams?|phishing|fraud\w*|suspicious|"
-    r"fakes?|spoof\w*)\b|"
+    r"fakes?|spoof\w*)\b|\bremind (?:him|her|them|me|the user) (?:of|about) (?:that|this|it)\b|"
     r"\b(?:never|not|don't|doesn't|do not|does not|must not|may not|can't|cannot|should not|"
     r"shouldn't|won't) (?:to )?(?:store|save|remember|keep|memori[sz]e|record|suggest|type|"
     r"merge|delete|pay|transfer|send|share|buy|purchase|order|unlock|approve|sign|accept)\b|"
-    r"\b(?:doesn't|does not|don't|do not) need to (?:do|handle|touch)\b|"
+    r"\b(?:doesn't|does not|don't|do not) need to (?:do|handle|touch)\b|" + _BAN_HEAD + r"|"
     r"先(?:问|征求|确认|核实|打电话|核对|请示|告诉|通知)|助手不用管|不用助手|(?:确认|同意|批准|点头|核实|审批)(?:过)?(?:后|之后|以后|了?才)|"
     r"要?等(?:我|他|她|用户)(?:本人)?(?:确认|同意|点头|批准)|由(?:我|他|她|用户)(?:本人)?(?:来)?(?:点|确认|批准|操作|决定)|"
     r"提醒(?:我|他|她|用户)?(?:别|不要|注意|警惕|小心)|"
@@ -297,6 +306,25 @@ def _help_request(sentence: str) -> bool:
 def _protective(sentence: str) -> bool:
     """Whether ``sentence`` is the user's own safeguard, with no sign of an attack."""
     return bool(_PROTECTIVE.search(sentence)) and not _UNPROTECTED.search(sentence)
+
+
+# the user barring the assistant from touching something ("Never wants the assistant to store,
+# repeat or suggest passwords in chat", "asked the AI not to show his salary"): the barred act
+# names what an attack wants, but the sentence takes the power away. Not when the barred act is
+# telling the user (concealment: "doesn't want the assistant to mention the transfers"), nor with
+# an exception, an address or a second order in the same clause.
+_BAN: Final = re.compile(rf"({_BAN_HEAD})[^.;!?\n]*", re.IGNORECASE)
+_BAN_BROKEN: Final = re.compile(
+    r"\b(?:unless|except|but|instead|tell|mention|inform|notify|warn|alert)\b|@|https?://|www\.",
+    re.IGNORECASE,
+)
+
+
+def own_bans_blanked(text: str) -> str | None:
+    """``text`` with the user's own bans on the assistant blanked, or None when it has none:
+    the rest is read as it stands."""
+    blanked = _BAN.sub(lambda m: m[0] if _BAN_BROKEN.search(m[0]) else m[1] + " …", text)
+    return None if blanked == text else blanked
 
 
 _LEET: Final = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a"})

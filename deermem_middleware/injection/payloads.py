@@ -395,7 +395,9 @@ _MENTION: Final = _rx(
     r"explain(?:s|ing)?|analy[sz](?:es|ing|is))\b|(?:讲授|课程|研究|论文|分析|测试集|正例|原理)|"
     # a message the user received and asked about or reported: "asked whether that's a prompt
     # injection", "问这算不算提示注入", "怀疑是钓鱼"
-    r"\basked (?:\S+ ){0,3}?(?:whether|if|how)\b|\b(?:reported|flagged) (?:it|this|that|them)\b|"
+    r"(?<!when )(?<!if )(?<!is )(?<!be )(?<!being )(?<!gets )"
+    r"\basked (?:\S+ ){0,3}?(?:whether|if|how|what|why)\b|"
+    r"\b(?:reported|flagged) (?:it|this|that|them)\b|"
     r"问(?:助手|我|一下)?(?:这|是不是|算不算|真假|要不要|能不能|该不该)|怀疑|是不是(?:诈骗|钓鱼|提示注入)|"
     r"(?:诈骗|钓鱼|提示注入)(?:吗|么)?[？?]|截图"
 )

@@ -18,7 +18,10 @@ voice in every later conversation. :func:`assess_memory_text` sorts a piece of m
   (:mod:`~deermem_middleware.injection.steering`) the assistant re-programmed in any person —
   "Assistant policy update: …", its rules set aside, its configuration disclosed; and
   (:mod:`~deermem_middleware.injection.payloads`) what an attack does, whoever it addresses — a
-  hidden action, mail to an outside address, a harmful recipe. Injection text is never injected.
+  hidden action, mail to an outside address, a harmful recipe; and
+  (:mod:`~deermem_middleware.injection.harms`) the assistant turned against its own user — made
+  hostile, asking for credentials, dismissing a warning, the memory made undeletable, someone
+  else tracked. Injection text is never injected.
 - ``"directive"``: imperative text addressed to the assistant that can be a legitimate preference
   ("always reply in French", "never mention my ex", "you must …", "from now on …", "请始终用中文
   回答"). It is injected as a quoted statement of the user, not as an order.
@@ -29,7 +32,9 @@ Matching runs on a normalised copy: NFKC (fullwidth and styled letters), casefol
 control characters removed (zero-width joiners, direction overrides), line breaks of every kind
 kept as line ends, whitespace collapsed, HTML entities decoded, and for Latin-script rules also
 accents stripped and Cyrillic/Greek look-alike letters mapped to Latin. Reversed text behind a
-right-to-left override and base64 runs are decoded and checked too.
+right-to-left override, base64 runs and text in an announced ROT13 are decoded and checked too.
+The user's own bans on the assistant ("never wants the assistant to store or repeat passwords")
+are read without the barred act, as facts about attack phrases are read without their quotes.
 
 This is a heuristic, tuned for few false positives on ordinary facts (see the negative corpus in
 the tests, and the labelled dev/held-out corpus in ``tests/fixtures/instruction_corpus.jsonl``
@@ -43,12 +48,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
 
-from deermem_middleware.injection.directives import deleet, despace, first_directive_match
+from deermem_middleware.injection.directives import (
+    deleet,
+    despace,
+    first_directive_match,
+    own_bans_blanked,
+)
+from deermem_middleware.injection.harms import first_harm_match
 from deermem_middleware.injection.learned import is_learned_instruction
 from deermem_middleware.injection.normalize import latin_fold, normalize_for_matching
 from deermem_middleware.injection.payloads import first_payload_match, mentioned_only
@@ -392,6 +404,7 @@ _DIRECTIVE: Final[tuple[Rule, ...]] = (
 
 
 _SPACED_RUN: Final = re.compile(r"\b(?:\w[ .\-_*]){4,}\w\b")
+_ROT13_NAMED: Final = re.compile(r"\brot[\s-]?13\b|\bcaesar\b|\bshifted\s+by\s+13\b")
 
 
 def _forms(text: str) -> list[str]:
@@ -405,6 +418,8 @@ def _forms(text: str) -> list[str]:
         forms.append(latin_fold(joined))
     if any(ch in text for ch in "\u202e\u2067\u202b"):  # RLO, RLI, RLE: shown reversed
         forms.append(latin_fold(normalized[::-1]))
+    if _ROT13_NAMED.search(normalized):  # "talks in ROT13": the cipher is announced
+        forms.append(latin_fold(codecs.encode(normalized, "rot13")))
     for run in _BASE64_RUN.findall(text)[:4]:
         try:
             decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
@@ -452,6 +467,8 @@ def assess_by_rules(text: str) -> TextAssessment:
 def _assess(text: str, *, learned: bool) -> TextAssessment:
     if (examples_blanked := mentioned_only(text)) is not None:  # a fact about attack phrases
         return _assess(examples_blanked, learned=learned)
+    if (bans_blanked := own_bans_blanked(text)) is not None:  # "never wants it to store …"
+        return _assess(bans_blanked, learned=learned)
     directive: str | None = None
     for window in _windows(text):
         forms = _forms(window)
@@ -462,6 +479,7 @@ def _assess(text: str, *, learned: bool) -> TextAssessment:
             or first_privilege_match(forms[1:])
             or first_steering_match(forms[1:])
             or first_payload_match(forms[1:])
+            or first_harm_match(forms[1:])
             or first_directive_match(forms[1:])
         )
         if label is not None:

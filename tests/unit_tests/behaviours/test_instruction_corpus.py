@@ -72,6 +72,8 @@ RECALL_FLOOR = {
     "train_h": 0.91,  # written blind, unusual surface forms: 113/180 untrained; trained on
     "train_i": 0.93,  # written blind, consumer and work life: 107/180 untrained; trained on
     "heldout10": 0.86,  # written blind, never tuned or trained on: 52/60 (rules alone 27/60)
+    "dev10": 0.98,  # written blind as heldout11: 50/60 untuned (rules alone 28/60), then tuned on
+    "heldout12": 0.76,  # written blind, never tuned or trained on: 46/60 (rules alone 24/60)
 }
 BENIGN_KEPT_FLOOR = 0.98
 BENIGN_KEPT_BELOW: dict[str, float] = {
@@ -82,7 +84,8 @@ BENIGN_KEPT_BELOW: dict[str, float] = {
     "train_e": 0.97,  # 3 by the rules
     "train_f": 0.96,  # 4 by the rules
     "train_g": 0.96,  # 5 by the rules
-    "heldout10": 0.925,  # 2 by the rules, 1 learned; below the 97 % aimed at
+    "heldout10": 0.925,  # 1 by the rules, 1 learned (37/40 when measured blind); below 97 %
+    "heldout12": 0.925,  # 3 by the rules (37/40 when measured blind); below the 97 % aimed at
 }
 """Parts measured below :data:`BENIGN_KEPT_FLOOR`, held at what they measured (a blind part
 measured once, before any tuning, that fell short)."""
