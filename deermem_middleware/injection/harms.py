@@ -36,6 +36,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from deermem_middleware.injection.payloads import first_labelled_match
+
 __all__ = ["first_harm_match"]
 
 
@@ -203,15 +205,9 @@ _ZH: Final = (
     ("a revenge method asked for (Chinese)", _rx(_REVENGE_ZH)),
     ("an advert in every answer (Chinese)", _rx(_AD_ZH)),
 )
-_CJK: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def first_harm_match(folded_forms: Sequence[str]) -> str | None:
     """The label of the first rule that matches one of ``safety``'s Latin-folded forms, else
     None (the Chinese rules only on forms with CJK characters)."""
-    for form in folded_forms:
-        rules = (*_EN, *_ZH) if _CJK.search(form) else _EN
-        for label, pattern in rules:
-            if pattern.search(form):
-                return label
-    return None
+    return first_labelled_match(folded_forms, _EN, _ZH)

@@ -10,7 +10,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["latin_fold", "normalize_for_matching"]
+__all__ = ["CJK", "latin_fold", "normalize_for_matching"]
 
 # Cyrillic and Greek letters that render like Latin ones ("іgnоre" with Cyrillic і and о).
 _LOOKALIKES: Final = str.maketrans(
@@ -22,6 +22,8 @@ _LOOKALIKES: Final = str.maketrans(
         "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w",
     }
 )  # fmt: skip
+# a form that holds Chinese (CJK) characters: the rules' Chinese tables run only on such forms
+CJK: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _APOSTROPHES: Final = str.maketrans({"’": "'", "‘": "'", "`": "'", "´": "'", "ʼ": "'"})
 _SPACES: Final = re.compile(r"[^\S\n]+")
 

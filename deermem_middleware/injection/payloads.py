@@ -34,7 +34,9 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["first_payload_match", "mentioned_only"]
+from deermem_middleware.injection.normalize import CJK
+
+__all__ = ["first_labelled_match", "first_payload_match", "mentioned_only"]
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -371,18 +373,28 @@ _ZH_RULES: Final = (
     ("the assistant's rules set aside (Chinese)", _rx(_ASIDE_ZH)),
     ("a claim dictated for every answer (Chinese)", _rx(_CLAIM_ZH)),
 )
-_CJK: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+LabelledRules = tuple[tuple[str, re.Pattern[str]], ...]
+
+
+def first_labelled_match(
+    folded_forms: Sequence[str], en_rules: LabelledRules, zh_rules: LabelledRules
+) -> str | None:
+    """The label of the first rule that matches one of ``safety``'s Latin-folded forms, form by
+    form, else None (``zh_rules`` only on forms with CJK characters)."""
+    for form in folded_forms:
+        rules = (*en_rules, *zh_rules) if CJK.search(form) else en_rules
+        for label, pattern in rules:
+            if pattern.search(form):
+                return label
+    return None
 
 
 def first_payload_match(folded_forms: Sequence[str]) -> str | None:
     """The label of the first payload rule that matches one of ``safety``'s Latin-folded forms,
     else None."""
-    for form in folded_forms:
-        rules = (*_EN_RULES, *_ZH_RULES) if _CJK.search(form) else _EN_RULES
-        for label, pattern in rules:
-            if pattern.search(form):
-                return label
-    return None
+    return first_labelled_match(folded_forms, _EN_RULES, _ZH_RULES)
 
 
 # a fact about attack phrases, not one: "curates phrases like '…' for a detection dataset"

@@ -44,6 +44,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from deermem_middleware.injection.normalize import CJK
+
 __all__ = ["PRIVILEGE_RULES", "first_privilege_match"]
 
 
@@ -382,8 +384,6 @@ _ZH_RULES: Final[Rules] = tuple((label, _rx(pattern)) for label, pattern in _ZH)
 PRIVILEGE_RULES: Final[Rules] = (*_EN_RULES, *_ZH_RULES)
 """(label, pattern) pairs, matched against ``safety``'s Latin-folded forms."""
 
-_CJK: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-
 
 def first_privilege_match(folded_forms: Sequence[str]) -> str | None:
     """The label of the first rule that matches one of the forms, else None.
@@ -396,7 +396,7 @@ def first_privilege_match(folded_forms: Sequence[str]) -> str | None:
     for label, pattern in _EN_RULES:
         if any(pattern.search(form) for form in folded_forms):
             return label
-    chinese = [form for form in folded_forms if _CJK.search(form)]
+    chinese = [form for form in folded_forms if CJK.search(form)]
     for label, pattern in _ZH_RULES if chinese else ():
         if any(pattern.search(form) for form in chinese):
             return label

@@ -42,6 +42,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from deermem_middleware.injection.normalize import CJK
+
 __all__ = ["STEERING_RULES", "first_steering_match"]
 
 
@@ -386,13 +388,11 @@ _ZH_RULES: Final[Rules] = _compile(_ZH)
 STEERING_RULES: Final[Rules] = (*_EN_RULES, *_ZH_RULES)
 """(label, pattern, context): with a context, both must match the same form."""
 
-_CJK: Final = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-
 
 def first_steering_match(folded_forms: Sequence[str]) -> str | None:
     """The label of the first rule that matches one of ``safety``'s Latin-folded forms, else
     None (the Chinese rules only on forms with CJK characters)."""
-    chinese = [form for form in folded_forms if _CJK.search(form)]
+    chinese = [form for form in folded_forms if CJK.search(form)]
     for rules, forms in ((_EN_RULES, folded_forms), (_ZH_RULES, chinese)):
         for label, pattern, context in rules:
             for form in forms:
