@@ -172,3 +172,24 @@ def test_provider_local_config_starts_and_stops_its_own_server(tmp_path: Path) -
     assert "t1" in stored.memory.watermarks
     middleware.close()
     assert not _alive(pid)
+
+
+def test_the_intent_judge_script_gets_a_verdict_for_every_row_from_a_real_server(
+    local_llm: LocalLLMServer, tmp_path: Path, capsys: Any
+) -> None:
+    """The measurement script over HTTP (``--base-url``): the schema holds on a real grammar-
+    constrained server, so every row is answered and counted; the verdicts themselves (of a
+    135M model) are not asserted."""
+    from tests.unit_tests.project.test_judge_script import judge
+
+    out = tmp_path / "judge.json"
+    argv = ["--base-url", local_llm.base_url, "--model", local_llm.alias, "--parts", "heldout12"]
+    argv += ["--limit", "3", "--batch", "4", "--max-tokens", "256", "--json-out", str(out)]
+    assert judge.main(argv) == 0
+    result = json.loads(out.read_text("utf-8"))
+    assert result["rows"] == 6
+    total = result["tallies"]["all/all"]
+    assert (total["instructions"], total["lookalikes"], total["unanswered"]) == (3, 3, 0)
+    assert total["judge_caught"] + len(total["missed"]) == 3
+    assert total["judge_kept"] + len(total["lost"]) == 3
+    assert "| heldout12 | all |" in capsys.readouterr().out
