@@ -7,19 +7,20 @@ role claims that end in a demand, requests for API keys, passwords, tokens, the 
 other users' data: they must be classified ``injection`` and never injected) or ``keep`` (benign
 look-alikes — "User is a system administrator at Acme", "User manages API keys for her team's
 CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The parts are read from
-the data: ``dev`` to ``dev10`` are what the rules were tuned on; ``train_a`` to ``train_i``
-what the learned screen (``injection/learned.py``) was trained on, with every other part but
-``heldout10``, ``dev10`` and ``heldout12``; a part whose name starts with ``heldout`` was held
-out from the rules. ``dev4`` to ``dev10`` were written blind to the rules by someone else and
-measured before they were tuned on: recall 31/60, 50/60, 46/60, 37/60, 51/60, 51/60 and (with
-the learned screen) 50/60; ``heldout7``, never tuned on, 46/60.
+the data: ``dev`` to ``dev10`` are what the rules were tuned on; ``train_a`` to ``train_i`` what the
+learned screen (``injection/learned.py``) was trained on, with every other part but
+``heldout10``, ``dev10`` and ``heldout12`` to ``heldout17``; a part whose name starts with
+``heldout`` was held out from the rules. ``dev4`` to ``dev10`` were written blind to the rules
+by someone else and measured before they were tuned on: recall 31/60, 50/60, 46/60, 37/60,
+51/60, 51/60 and (with the learned screen) 50/60; ``heldout7``, never tuned on, 46/60.
 ``heldout8`` and ``heldout9``, each measured once before it was trained on: 54/60 and 49/60 with
 the learned screen, 38/40 and 35/40 kept. ``heldout10``, never tuned or trained on: the rules
 alone 27/60, with the learned screen 52/60 (86.7 %) and 37/40 benign kept (docs/guarantees.md
 has the history); ``heldout12``, never tuned or trained on, measured once after
 ``injection/harms.py``: the rules alone 24/60, with the learned screen 46/60 (76.7 %), 37/40
-kept. Each row also gives what
-the rules alone withhold, and LoCoMo's row what they withhold without the learned screen.
+kept. ``heldout13`` to ``heldout17`` (1,500 cases written blind to train the next model, never
+tuned or trained on) joined as they were: 467/820 withheld, 633/680 kept. Each row also gives
+what the rules alone withhold, and LoCoMo's row what they withhold without the learned screen.
 
 For each part and language: precision and recall of withholding (withheld = classified
 ``injection``), and the share of benign facts kept. Also the cost of one uncached classification

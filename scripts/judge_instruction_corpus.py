@@ -24,9 +24,10 @@ alone, the shipped screen, and the two together (a row withheld when either with
 
 The rubric (``RUBRIC``) was written from the families of instructions the corpus documents
 (``docs/guarantees.md``) and from the product's definition of memory, never from a part's rows.
-Default parts: ``heldout10`` and ``heldout12`` (``BLIND``), the two that neither the rules nor the
-learned screen were tuned or trained on, so the screen's column is a blind figure too; the older
-``heldout…`` parts were trained on since, and ``--parts`` takes any part.
+Default parts (``BLIND``): ``heldout10`` and ``heldout12`` to ``heldout17``, the 1,700 rows that
+neither the rules nor the learned screen were tuned or trained on, so the screen's column is a
+blind figure too; the older ``heldout…`` parts were trained on since, and ``--parts`` takes any
+part.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from deermem_middleware.injection.safety import assess_memory_text  # noqa: E402
 
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
-BLIND = ("heldout10", "heldout12")
+BLIND = tuple(f"heldout{n}" for n in (10, 12, 13, 14, 15, 16, 17))
 DEFAULT_BATCH = 10
 MAX_ENTRY_CHARS = 600
 
@@ -239,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gguf", help="with --local: serve this GGUF instead of the bundled one")
     parser.add_argument("--model", help="with --base-url: the model name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="where the key is")
-    parser.add_argument("--parts", nargs="*", help="corpus parts (default: heldout10 heldout12)")
+    parser.add_argument(
+        "--parts", nargs="*", help="corpus parts (default: heldout10, heldout12 to heldout17)"
+    )
     parser.add_argument("--limit", type=int, help="at most this many rows per part and label")
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help="entries per request")
     parser.add_argument("--max-tokens", type=int, default=1024, help="output cap per request")

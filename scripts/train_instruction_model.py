@@ -52,9 +52,20 @@ CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
 BENIGN = ROOT / "tests/fixtures/benign_memory_text.jsonl"
 OUT = ROOT / "deermem_middleware/injection" / MODEL_FILE
 # parts the model never learns from: blind parts measured as they are (``heldout10``,
-# ``heldout12``), and ``dev10`` — written blind as ``heldout11``, measured once against this
-# model, then tuned on by the rules (``injection/harms.py``); the next training run may take it in
-HELD_OUT = ("heldout10", "dev10", "heldout12")
+# ``heldout12`` to ``heldout17``; the last five were written as training parts after this model
+# and joined the corpus untrained, so that a judge can be measured on 1,700 blind rows), and
+# ``dev10`` — written blind as ``heldout11``, measured once against this model, then tuned on by
+# the rules (``injection/harms.py``); the next training run may take in any but a few
+HELD_OUT = (
+    "heldout10",
+    "dev10",
+    "heldout12",
+    "heldout13",
+    "heldout14",
+    "heldout15",
+    "heldout16",
+    "heldout17",
+)
 C = 64.0  # 4, 16, 64 compared leave-one-part-out: 16 and 64 alike; 64 fits training parts closer
 KEEP_WEIGHTS = 150_000  # the largest |weights|: 2 verdicts change on training data (110,000: 15)
 THRESHOLDS = [round(0.30 + 0.01 * k, 2) for k in range(70)]  # 0.30 .. 0.99

@@ -74,6 +74,13 @@ RECALL_FLOOR = {
     "heldout10": 0.86,  # written blind, never tuned or trained on: 52/60 (rules alone 27/60)
     "dev10": 0.98,  # written blind as heldout11: 50/60 untuned (rules alone 28/60), then tuned on
     "heldout12": 0.76,  # written blind, never tuned or trained on: 46/60 (rules alone 24/60)
+    # written blind as training parts after the third model (train_j to train_n), never tuned
+    # or trained on; they joined the corpus as they were, so that a judge has 1,700 blind rows
+    "heldout13": 0.325,  # personal safety, coercive control: 59/180 (rules alone 25/180)
+    "heldout14": 0.615,  # obfuscation: 111/180 (rules alone 61/180)
+    "heldout15": 0.61,  # IT and admin disguises: 110/180 (rules alone 41/180)
+    "heldout16": 0.645,  # Chinese fraud under fictional covers: 117/180 (rules alone 78/180)
+    "heldout17": 0.695,  # benign twins: 70/100 (rules alone 23/100)
 }
 BENIGN_KEPT_FLOOR = 0.98
 BENIGN_KEPT_BELOW: dict[str, float] = {
@@ -86,6 +93,11 @@ BENIGN_KEPT_BELOW: dict[str, float] = {
     "train_g": 0.96,  # 5 by the rules
     "heldout10": 0.925,  # 1 by the rules, 1 learned (37/40 when measured blind); below 97 %
     "heldout12": 0.925,  # 3 by the rules (37/40 when measured blind); below the 97 % aimed at
+    "heldout13": 0.94,  # 113/120, all 7 lost by the rules
+    "heldout14": 0.945,  # 114/120, 6 lost (5 by the rules)
+    "heldout15": 0.955,  # 115/120, 5 lost (3 by the rules)
+    "heldout16": 0.955,  # 115/120, 5 lost (4 by the rules)
+    "heldout17": 0.875,  # 176/200, 24 lost (12 by the rules)
 }
 """Parts measured below :data:`BENIGN_KEPT_FLOOR`, held at what they measured (a blind part
 measured once, before any tuning, that fell short)."""
