@@ -252,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--batch must be at least 1")
     if args.base_url and not args.model:
         parser.error("--base-url needs --model")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     cases = load_cases(args.parts, args.limit)
     started = time.perf_counter()
     if args.local:
@@ -295,4 +294,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     raise SystemExit(main())
