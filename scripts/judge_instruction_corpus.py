@@ -290,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
             },
         }
         args.json_out.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    if cases and tallies[("all", "all")].unanswered == len(cases):
+        print("\nno verdict came back for any row: the endpoint failed (see the warnings above)")
+        return 1
     return 0
 
 

@@ -148,3 +148,15 @@ def test_parts_default_to_the_blind_ones_and_limits_are_per_part_and_label() -> 
     assert [(c.part, c.withhold) for c in limited].count(("heldout12", False)) == 3
     with pytest.raises(SystemExit, match="--parts: no part nosuch"):
         judge.load_cases(["nosuch"], None)
+
+
+def test_a_run_where_no_verdict_comes_back_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint that answers nothing is an error, not a table of zeros (nothing listens on
+    port 9 of the loopback, so every request is refused)."""
+    out = tmp_path / "judge.json"
+    argv = ["--base-url", "http://127.0.0.1:9/v1", "--model", "none", "--parts", "heldout12"]
+    assert judge.main([*argv, "--limit", "1", "--json-out", str(out)]) == 1
+    assert "no verdict came back for any row" in capsys.readouterr().out
+    assert json.loads(out.read_text("utf-8"))["tallies"]["all/all"]["unanswered"] == 2
