@@ -11,9 +11,13 @@ before building the judge into the product, this script answers the question for
 OpenAI-compatible endpoint, on the same rows and with the same counting as
 ``benchmarks/instruction_corpus.py``.
 
+    python scripts/judge_instruction_corpus.py --config config.yaml [--agent NAME] [--parts P ...]
     python scripts/judge_instruction_corpus.py --local [--gguf PATH] [--parts P ...] [--limit N]
     python scripts/judge_instruction_corpus.py --base-url URL --model NAME \\
         [--api-key-env OPENAI_API_KEY] [--parts P ...] [--batch 10] [--json-out PATH]
+
+``--config`` measures the extraction model an agent is configured with (the ``memory.model``
+block of a DeerFlow-style YAML file, as the middleware reads it; its own ``max_tokens``).
 
 Each request holds ``--batch`` numbered entries (default 10) and asks for exactly as many
 verdicts, in order (``json_schema`` structured output). A request that fails after its retries,
@@ -232,11 +236,38 @@ def table(tallies: dict[tuple[str, str], Tally]) -> str:
     return "\n".join(lines)
 
 
+def _run_configured(
+    path: Path, agent: str | None, cases: Sequence[Case], batch_size: int
+) -> tuple[dict[tuple[str, str], Tally], str]:
+    """Judge with the model ``path`` configures for extraction, built as the middleware builds
+    it (a ``provider: local`` server is started here and stopped after)."""
+    from deermem_middleware.config import ConfigError, MemoryConfig
+    from deermem_middleware.extraction.models import build_chat_model
+
+    try:
+        configured = MemoryConfig.from_yaml(path, agent_name=agent).model
+        if configured is None:
+            raise ConfigError(f"{path}: memory.model is not set, so there is no model to measure")
+        resources: list[Any] = []
+        chat = build_chat_model(configured, resources=resources)
+    except ConfigError as exc:
+        raise SystemExit(f"--config: {exc}") from None
+    try:
+        tallies = run(cases, llm_judge(chat, batch_size), batch_size)
+    finally:
+        for resource in resources:
+            resource.stop()
+    name = configured.use or f"{configured.provider}: {configured.model or 'its default model'}"
+    return tallies, f"{name} (memory.model of {path})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", type=Path, help="measure the memory.model of this YAML file")
     where.add_argument("--local", action="store_true", help="start the bundled llama.cpp model")
     where.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. .../v1")
+    parser.add_argument("--agent", help="with --config: the agent whose memory.model to use")
     parser.add_argument("--gguf", help="with --local: serve this GGUF instead of the bundled one")
     parser.add_argument("--model", help="with --base-url: the model name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="where the key is")
@@ -254,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--base-url needs --model")
     cases = load_cases(args.parts, args.limit)
     started = time.perf_counter()
-    if args.local:
+    if args.config:
+        tallies, model = _run_configured(args.config, args.agent, cases, args.batch)
+    elif args.local:
         from deermem_middleware.extraction.local_llm import LocalLLMServer
 
         with LocalLLMServer(gguf=args.gguf) as server:

@@ -160,3 +160,30 @@ def test_a_run_where_no_verdict_comes_back_fails(
     assert judge.main([*argv, "--limit", "1", "--json-out", str(out)]) == 1
     assert "no verdict came back for any row" in capsys.readouterr().out
     assert json.loads(out.read_text("utf-8"))["tallies"]["all/all"]["unanswered"] == 2
+
+
+def test_the_configured_extraction_model_is_what_config_measures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--config`` builds the model from the YAML's ``memory.model`` block, as the middleware
+    does: here an OpenAI-compatible endpoint that refuses, so the run says where it went."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "memory:\n  model:\n    provider: openai\n    model: judge-under-test\n"
+        "    base_url: http://127.0.0.1:9/v1\n    max_retries: 0\n",
+        encoding="utf-8",
+    )
+    assert judge.main(["--config", str(config), "--parts", "heldout12", "--limit", "1"]) == 1
+    out = capsys.readouterr().out
+    assert f"Intent judge: openai: judge-under-test (memory.model of {config})" in out
+    assert "no verdict came back for any row" in out
+
+
+def test_a_config_without_a_model_or_with_a_bad_one_is_refused_by_name(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("memory:\n  enabled: true\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"memory\.model is not set"):
+        judge.main(["--config", str(config), "--parts", "heldout12", "--limit", "1"])
+    config.write_text("memory:\n  model:\n    max_tokens: 0\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="max_tokens"):
+        judge.main(["--config", str(config), "--parts", "heldout12", "--limit", "1"])
