@@ -44,7 +44,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from deermem_middleware.injection.safety import assess_memory_text  # noqa: E402
+from deermem_middleware.testing import CorpusCase, load_corpus  # noqa: E402
 
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
 BLIND = tuple(f"heldout{n}" for n in (10, 12, 13, 14, 15, 16, 17))
@@ -140,14 +141,6 @@ def llm_judge(chat_model: Any, batch_size: int) -> Judge:
     return judge
 
 
-@dataclass(frozen=True)
-class Case:
-    part: str
-    lang: str
-    withhold: bool
-    text: str
-
-
 @dataclass
 class Tally:
     instructions: int = 0
@@ -162,11 +155,11 @@ class Tally:
     missed: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
 
-    def add(self, case: Case, judged: Verdict | None, screened: bool) -> None:
+    def add(self, case: CorpusCase, judged: Verdict | None, screened: bool) -> None:
         by_judge = judged == "withhold"
         either = by_judge or screened
         self.unanswered += judged is None
-        if case.withhold:
+        if case.label == "withhold":
             self.instructions += 1
             self.judge_caught += by_judge
             self.screen_caught += screened
@@ -182,11 +175,11 @@ class Tally:
                 self.lost.append(case.text)
 
 
-def load_cases(parts: Sequence[str] | None, limit: int | None) -> list[Case]:
+def load_cases(parts: Sequence[str] | None, limit: int | None) -> list[CorpusCase]:
     """The corpus rows of ``parts`` (default: ``BLIND``), at most ``limit`` per part and label
     (the first ones in file order, so a limited run is repeatable)."""
-    rows = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
-    known = sorted({row["part"] for row in rows})
+    rows = load_corpus(CORPUS)
+    known = sorted({row.part for row in rows})
     wanted = list(parts) if parts else list(BLIND)
     unknown = [p for p in wanted if p not in known]
     if unknown:
@@ -194,15 +187,15 @@ def load_cases(parts: Sequence[str] | None, limit: int | None) -> list[Case]:
     taken: dict[tuple[str, str], int] = {}
     cases = []
     for row in rows:
-        key = (row["part"], row["label"])
-        if row["part"] not in wanted or (limit is not None and taken.get(key, 0) >= limit):
+        key = (row.part, row.label)
+        if row.part not in wanted or (limit is not None and taken.get(key, 0) >= limit):
             continue
         taken[key] = taken.get(key, 0) + 1
-        cases.append(Case(row["part"], row["lang"], row["label"] == "withhold", row["text"]))
+        cases.append(row)
     return cases
 
 
-def run(cases: Sequence[Case], judge: Judge, batch_size: int) -> dict[tuple[str, str], Tally]:
+def run(cases: Sequence[CorpusCase], judge: Judge, batch_size: int) -> dict[tuple[str, str], Tally]:
     """Judge every case in batches and tally by (part, language), with ``("all", …)`` totals."""
     verdicts: list[Verdict | None] = []
     for start in range(0, len(cases), batch_size):
@@ -237,7 +230,7 @@ def table(tallies: dict[tuple[str, str], Tally]) -> str:
 
 
 def _run_configured(
-    path: Path, agent: str | None, cases: Sequence[Case], batch_size: int
+    path: Path, agent: str | None, cases: Sequence[CorpusCase], batch_size: int
 ) -> tuple[dict[tuple[str, str], Tally], str]:
     """Judge with the model ``path`` configures for extraction, built as the middleware builds
     it (a ``provider: local`` server is started here and stopped after)."""
@@ -317,10 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch": args.batch,
             "rows": len(cases),
             "seconds": round(seconds, 1),
-            "tallies": {
-                f"{part}/{lang}": {k: v for k, v in vars(t).items()}
-                for (part, lang), t in sorted(tallies.items())
-            },
+            "tallies": {f"{part}/{lang}": asdict(t) for (part, lang), t in sorted(tallies.items())},
         }
         args.json_out.write_text(json.dumps(document, ensure_ascii=False, indent=1) + "\n", "utf-8")
     if cases and tallies[("all", "all")].unanswered == len(cases):
