@@ -18,6 +18,10 @@ OpenAI-compatible endpoint, on the same rows and with the same counting as
 
 ``--config`` measures the extraction model an agent is configured with (the ``memory.model``
 block of a DeerFlow-style YAML file, as the middleware reads it; its own ``max_tokens``).
+``--local`` and ``--base-url`` stand for the blocks ``provider: local`` and ``provider: openai``
+with ``base_url``; all three are built by the middleware's own ``build_chat_model``, so an
+endpoint is called as the product would call it (a loopback one with llama.cpp's
+``repeat_penalty``).
 
 Each request holds ``--batch`` numbered entries (default 10) and asks for exactly as many
 verdicts, in order (``json_schema`` structured output). A request that fails after its retries,
@@ -53,6 +57,8 @@ from pydantic import BaseModel, Field
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from deermem_middleware.config import ConfigError, MemoryConfig, ModelConfig  # noqa: E402
+from deermem_middleware.extraction.models import build_chat_model  # noqa: E402
 from deermem_middleware.injection.safety import assess_memory_text  # noqa: E402
 from deermem_middleware.testing import CorpusCase, load_corpus  # noqa: E402
 
@@ -229,29 +235,49 @@ def table(tallies: dict[tuple[str, str], Tally]) -> str:
     return "\n".join(lines)
 
 
-def _run_configured(
-    path: Path, agent: str | None, cases: Sequence[CorpusCase], batch_size: int
-) -> tuple[dict[tuple[str, str], Tally], str]:
-    """Judge with the model ``path`` configures for extraction, built as the middleware builds
-    it (a ``provider: local`` server is started here and stopped after)."""
-    from deermem_middleware.config import ConfigError, MemoryConfig
-    from deermem_middleware.extraction.models import build_chat_model
-
-    try:
-        configured = MemoryConfig.from_yaml(path, agent_name=agent).model
+def _model_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
+    """The model to measure, as a ``memory.model`` block, and its name for the report: read
+    from ``--config``, or made from ``--local`` / ``--base-url`` as that block would say it."""
+    if args.config:
+        try:
+            configured = MemoryConfig.from_yaml(args.config, agent_name=args.agent).model
+        except ConfigError as exc:
+            raise SystemExit(f"--config: {exc}") from None
         if configured is None:
-            raise ConfigError(f"{path}: memory.model is not set, so there is no model to measure")
-        resources: list[Any] = []
+            raise SystemExit(
+                f"--config: {args.config}: memory.model is not set, so there is no model to measure"
+            )
+        name = configured.use or f"{configured.provider}: {configured.model or 'its default model'}"
+        return configured, f"{name} (memory.model of {args.config})"
+    if args.local:
+        local = ModelConfig(provider="local", gguf=args.gguf, max_tokens=args.max_tokens)
+        return local, args.gguf or "bundled SmolLM2-135M-Instruct Q4_1"
+    endpoint = ModelConfig(
+        provider="openai",
+        base_url=args.base_url,
+        model=args.model,
+        api_key=os.environ.get(args.api_key_env),
+        max_tokens=args.max_tokens,
+        timeout=None,  # the client's own; a large model judging 10 rows can take a while
+    )
+    return endpoint, args.model
+
+
+def _judge_with(
+    configured: ModelConfig, cases: Sequence[CorpusCase], batch_size: int
+) -> dict[tuple[str, str], Tally]:
+    """Judge with ``configured`` built as the middleware builds its extraction model (a
+    ``provider: local`` server is started here and stopped after)."""
+    resources: list[Any] = []
+    try:
         chat = build_chat_model(configured, resources=resources)
     except ConfigError as exc:
-        raise SystemExit(f"--config: {exc}") from None
+        raise SystemExit(f"the model to measure: {exc}") from None
     try:
-        tallies = run(cases, llm_judge(chat, batch_size), batch_size)
+        return run(cases, llm_judge(chat, batch_size), batch_size)
     finally:
         for resource in resources:
             resource.stop()
-    name = configured.use or f"{configured.provider}: {configured.model or 'its default model'}"
-    return tallies, f"{name} (memory.model of {path})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,31 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be at least 1")
+    if args.max_tokens < 1:
+        parser.error("--max-tokens must be at least 1")
     if args.base_url and not args.model:
         parser.error("--base-url needs --model")
     cases = load_cases(args.parts, args.limit)
+    configured, model = _model_config(args)
     started = time.perf_counter()
-    if args.config:
-        tallies, model = _run_configured(args.config, args.agent, cases, args.batch)
-    elif args.local:
-        from deermem_middleware.extraction.local_llm import LocalLLMServer
-
-        with LocalLLMServer(gguf=args.gguf) as server:
-            judge = llm_judge(server.chat_model(max_tokens=args.max_tokens), args.batch)
-            tallies = run(cases, judge, args.batch)
-        model = args.gguf or "bundled SmolLM2-135M-Instruct Q4_1"
-    else:
-        from langchain_openai import ChatOpenAI
-
-        chat = ChatOpenAI(
-            base_url=args.base_url,
-            api_key=os.environ.get(args.api_key_env, "not-needed"),
-            model=args.model,
-            temperature=0,
-            max_tokens=args.max_tokens,
-        )
-        tallies = run(cases, llm_judge(chat, args.batch), args.batch)
-        model = args.model
+    tallies = _judge_with(configured, cases, args.batch)
     seconds = time.perf_counter() - started
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"Intent judge: {model}; {len(cases)} rows in batches of {args.batch}; {machine}")
