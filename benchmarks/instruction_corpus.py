@@ -8,7 +8,7 @@ other users' data: they must be classified ``injection`` and never injected) or 
 look-alikes — "User is a system administrator at Acme", "User manages API keys for her team's
 CI", "用户是数据库管理员" — which must stay ``data`` or ``directive``). The parts are read from
 the data: ``dev`` to ``dev10`` are what the rules were tuned on; ``train_a`` to ``train_i`` what the
-learned screen (``injection/learned.py``) was trained on, with every other part but
+learned screen (``screen/learned.py``) was trained on, with every other part but
 ``heldout10``, ``dev10`` and ``heldout12`` to ``heldout17``; a part whose name starts with
 ``heldout`` was held out from the rules. ``dev4`` to ``dev10`` were written blind to the rules
 by someone else and measured before they were tuned on: recall 31/60, 50/60, 46/60, 37/60,
@@ -17,7 +17,7 @@ by someone else and measured before they were tuned on: recall 31/60, 50/60, 46/
 the learned screen, 38/40 and 35/40 kept. ``heldout10``, never tuned or trained on: the rules
 alone 27/60, with the learned screen 52/60 (86.7 %) and 37/40 benign kept (docs/guarantees.md
 has the history); ``heldout12``, never tuned or trained on, measured once after
-``injection/harms.py``: the rules alone 24/60, with the learned screen 46/60 (76.7 %), 37/40
+``screen/harms.py``: the rules alone 24/60, with the learned screen 46/60 (76.7 %), 37/40
 kept. ``heldout13`` to ``heldout17`` (1,500 cases written blind to train the next model, never
 tuned or trained on) joined as they were: 467/820 withheld, 633/680 kept. Each row also gives
 what the rules alone withhold, and LoCoMo's row what they withhold without the learned screen.
@@ -50,9 +50,9 @@ from typing import Any
 
 from report import Table, add_arguments, save
 
-from deermem_middleware.injection import safety
-from deermem_middleware.injection.learned import is_learned_instruction
-from deermem_middleware.injection.privilege import first_privilege_match
+from deermem_middleware.screen import assess as safety
+from deermem_middleware.screen.learned import is_learned_instruction
+from deermem_middleware.screen.privilege import first_privilege_match
 from deermem_middleware.testing import CorpusCase, load_corpus
 
 DEFAULT_CORPUS = (

@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from deermem_middleware.config import ConfigError, MemoryConfig, ModelConfig  # noqa: E402
 from deermem_middleware.extraction.models import build_chat_model  # noqa: E402
-from deermem_middleware.injection.safety import assess_memory_text  # noqa: E402
+from deermem_middleware.screen.assess import assess_memory_text  # noqa: E402
 from deermem_middleware.testing import CorpusCase, load_corpus  # noqa: E402
 
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"

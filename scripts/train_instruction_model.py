@@ -1,4 +1,4 @@
-"""Train the learned instruction screen (``deermem_middleware/injection/instruction_model.json``).
+"""Train the learned instruction screen (``deermem_middleware/screen/instruction_model.json``).
 
 Data, all committed and all written for this project:
 
@@ -38,7 +38,7 @@ from sklearn.linear_model import LogisticRegression
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from deermem_middleware.injection.learned import (  # noqa: E402
+from deermem_middleware.screen.learned import (  # noqa: E402
     BLOCKS,
     MODEL_FILE,
     N_FEATURES,
@@ -46,16 +46,16 @@ from deermem_middleware.injection.learned import (  # noqa: E402
     vectorizers,
     views,
 )
-from deermem_middleware.injection.normalize import normalize_for_matching  # noqa: E402
+from deermem_middleware.screen.normalize import normalize_for_matching  # noqa: E402
 
 CORPUS = ROOT / "tests/fixtures/instruction_corpus.jsonl"
 BENIGN = ROOT / "tests/fixtures/benign_memory_text.jsonl"
-OUT = ROOT / "deermem_middleware/injection" / MODEL_FILE
+OUT = ROOT / "deermem_middleware/screen" / MODEL_FILE
 # parts the model never learns from: blind parts measured as they are (``heldout10``,
 # ``heldout12`` to ``heldout17``; the last five were written as training parts after this model
 # and joined the corpus untrained, so that a judge can be measured on 1,700 blind rows), and
 # ``dev10`` — written blind as ``heldout11``, measured once against this model, then tuned on by
-# the rules (``injection/harms.py``); the next training run may take in any but a few
+# the rules (``screen/harms.py``); the next training run may take in any but a few
 HELD_OUT = (
     "heldout10",
     "dev10",
@@ -146,7 +146,7 @@ def build(max_fp: float, held_out: tuple[str, ...] = HELD_OUT) -> dict[str, Any]
     keep = np.sort(keep[weights[keep] != 0])
     document: dict[str, Any] = {
         "format": 2,
-        "about": "deermem learned instruction screen; see deermem_middleware/injection/learned.py",
+        "about": "deermem learned instruction screen; see deermem_middleware/screen/learned.py",
         "trained_on": digest(rows),
         "rows": len(rows),
         "instructions": int(y.sum()),

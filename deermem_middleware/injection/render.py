@@ -12,7 +12,7 @@ close the ``<memory>`` block, open a fake one, or start a line that poses as sys
 characters are dropped. The block is built within ``max_injection_tokens``.
 
 On top of escaping, each fact and summary is classified by
-:mod:`deermem_middleware.injection.safety`:
+:mod:`deermem_middleware.screen.assess`:
 
 - *injection* text (it tries to steer the assistant or forge prompt structure) is never rendered —
   it stays in the stored document untouched, is logged once at WARNING, and the block says only
@@ -32,12 +32,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deermem_middleware.injection.safety import assess_memory_text
 from deermem_middleware.injection.tokens import TokenCounter, char_token_count
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.memory.sections import GROUP_HEADINGS, SECTIONS
 from deermem_middleware.memory.time import normalize_event_date, parse_timestamp
 from deermem_middleware.retrieval.selector import ScoredFact
+from deermem_middleware.screen.assess import assess_memory_text
 
 __all__ = [
     "RenderedMemory",

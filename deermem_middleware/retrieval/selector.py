@@ -46,7 +46,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from deermem_middleware.injection.safety import assess_memory_text
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.time import TimeIntent
@@ -68,6 +67,7 @@ from deermem_middleware.retrieval.ranking import (
     scored_facts,
 )
 from deermem_middleware.retrieval.routes import GUARANTEED, QUERYLESS
+from deermem_middleware.screen.assess import assess_memory_text
 
 __all__ = ["FactSelector", "ScoredFact", "SelectionParams", "SelectionQuery"]
 

@@ -26,9 +26,9 @@ from langchain_core.messages import HumanMessage
 
 from deermem_middleware import MemoryConfig, MemoryMiddleware
 from deermem_middleware.injection.render import render_memory
-from deermem_middleware.injection.safety import assess_memory_text
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.retrieval.selector import ScoredFact
+from deermem_middleware.screen.assess import assess_memory_text
 from deermem_middleware.storage import InMemoryStorage, MemoryScope
 from deermem_middleware.testing import (
     CorpusCase,

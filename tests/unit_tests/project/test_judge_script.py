@@ -19,7 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from deermem_middleware.testing import CorpusCase
-from tests.unit_tests.injection.test_learned import _trainer
+from tests.unit_tests.screen.test_learned import _trainer
 
 ROOT = Path(__file__).resolve().parents[3]
 

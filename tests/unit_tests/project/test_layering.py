@@ -10,14 +10,16 @@ submodule counts as importing that submodule.
 The layers, lowest first. A module may import its own sub-package and any lower layer; sub-packages
 that share a layer may import each other (the module-level cycle check still applies):
 
+- ``screen``: the instruction screen (pure text classification; it knows nothing else);
 - ``memory``: the document and its algebra (pure);
 - ``formats``: documents from outside — DeerFlow's files and paths, our interchange, repair,
   import — which know only the document;
 - ``config``: the configuration (it finds DeerFlow's config by DeerFlow's paths);
 - ``storage``: the storage contract and its backends (lenient reading uses ``formats.repair``,
   the DeerFlow carry-over ``formats.importing``);
-- ``retrieval``, ``extraction``, ``injection``: scoring and selection, the LLM's update, what is
-  put into the prompt;
+- ``retrieval``, ``extraction``, ``injection``, ``derived``: scoring and selection, the LLM's
+  update, what is put into the prompt, and what reads need of each fact, derived when it is
+  written;
 - ``runtime``: the engine (:class:`~deermem_middleware.runtime.service.MemoryService`);
 - ``deerflow``, ``console``, ``cli``, ``middleware``, ``nodes``, ``testing``: the adapters and
   the helpers for hosts' tests;
@@ -35,11 +37,12 @@ PACKAGE = "deermem_middleware"
 ROOT = Path(__file__).resolve().parents[3] / PACKAGE
 
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("screen",),
     ("memory",),
     ("formats",),
     ("config",),
     ("storage",),
-    ("retrieval", "extraction", "injection"),
+    ("retrieval", "extraction", "injection", "derived"),
     ("runtime",),
     ("deerflow", "console", "cli", "middleware", "nodes", "testing"),
     ("",),  # the top-level package itself

@@ -1,6 +1,6 @@
 """The form remembered text is screened in: one normalisation shared by the rules
-(:mod:`~deermem_middleware.injection.safety` and its siblings) and the learned screen
-(:mod:`~deermem_middleware.injection.learned`), so that both read "ig\u200bnore", "ＩＧＮＯＲＥ" and
+(:mod:`~deermem_middleware.screen.assess` and its siblings) and the learned screen
+(:mod:`~deermem_middleware.screen.learned`), so that both read "ig\u200bnore", "ＩＧＮＯＲＥ" and
 "&#105;gnore" as "ignore" (pure; no I/O)."""
 
 from __future__ import annotations

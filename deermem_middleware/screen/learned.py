@@ -1,8 +1,8 @@
 """A learned second opinion on remembered text: a linear model over hashed character and word
-n-grams, concept tokens (:mod:`~deermem_middleware.injection.concepts`) and Chinese character
+n-grams, concept tokens (:mod:`~deermem_middleware.screen.concepts`) and Chinese character
 n-grams, scoring how much a string reads like an instruction smuggled into memory.
 
-Why: the rules in :mod:`~deermem_middleware.injection.safety` and its siblings name phrasings,
+Why: the rules in :mod:`~deermem_middleware.screen.assess` and its siblings name phrasings,
 and every new blind round of the labelled corpus found phrasings they did not name — recall on a
 part written by other hands and never tuned on stayed between 62 % and 85 % (heldout7: 76.7 %),
 while the same rules held 100 % on the parts they were tuned on. A model trained on the whole
@@ -41,7 +41,7 @@ import numpy as np
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.utils import murmurhash3_32
 
-from deermem_middleware.injection.concepts import concept_text, han_text
+from deermem_middleware.screen.concepts import concept_text, han_text
 
 __all__ = [
     "MODEL_FILE",
@@ -61,8 +61,8 @@ _TOKEN: Final = r"(?u)\b\w+\b"
 def vectorizers() -> tuple[HashingVectorizer, ...]:
     """The feature maps, shared with the trainer so that training and scoring can never
     disagree on an index: characters 2-5 within word bounds and words 1-2 of the text, the
-    concept tokens of :func:`~deermem_middleware.injection.concepts.concept_text`, and Han
-    character 1-3-grams of :func:`~deermem_middleware.injection.concepts.han_text`. Each reads
+    concept tokens of :func:`~deermem_middleware.screen.concepts.concept_text`, and Han
+    character 1-3-grams of :func:`~deermem_middleware.screen.concepts.han_text`. Each reads
     the matching string of :func:`views`; block ``k`` takes indices ``k * N_FEATURES`` on."""
     common: dict[str, Any] = {
         "n_features": N_FEATURES,
@@ -162,7 +162,7 @@ def model_from_json(document: dict[str, Any]) -> InstructionModel:
 @cache
 def load_model() -> InstructionModel:
     """The packaged model (read once per process)."""
-    text = resources.files("deermem_middleware.injection").joinpath(MODEL_FILE).read_text("utf-8")
+    text = resources.files("deermem_middleware.screen").joinpath(MODEL_FILE).read_text("utf-8")
     return model_from_json(json.loads(text))
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from deermem_middleware.injection.safety import _forms, assess_memory_text
-from deermem_middleware.injection.steering import first_steering_match
+from deermem_middleware.screen.assess import _forms, assess_memory_text
+from deermem_middleware.screen.steering import first_steering_match
 
 
 @pytest.mark.parametrize(

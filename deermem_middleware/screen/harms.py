@@ -36,7 +36,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from deermem_middleware.injection.payloads import first_labelled_match
+from deermem_middleware.screen.payloads import first_labelled_match
 
 __all__ = ["first_harm_match"]
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from deermem_middleware.injection import learned
-from deermem_middleware.injection.learned import (
+from deermem_middleware.screen import learned
+from deermem_middleware.screen.assess import TextAssessment, assess_by_rules, assess_memory_text
+from deermem_middleware.screen.learned import (
     hashed_features,
     load_model,
     model_from_json,
 )
-from deermem_middleware.injection.normalize import normalize_for_matching
-from deermem_middleware.injection.safety import TextAssessment, assess_by_rules, assess_memory_text
+from deermem_middleware.screen.normalize import normalize_for_matching
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,13 +1,13 @@
-"""What an attack does, whoever it addresses (:mod:`deermem_middleware.injection.payloads`),
+"""What an attack does, whoever it addresses (:mod:`deermem_middleware.screen.payloads`),
 and the two readings it adds: a fact *about* attack phrases, and letters spaced apart."""
 
 from __future__ import annotations
 
 import pytest
 
-from deermem_middleware.injection.directives import despace
-from deermem_middleware.injection.payloads import mentioned_only
-from deermem_middleware.injection.safety import assess_memory_text
+from deermem_middleware.screen.assess import assess_memory_text
+from deermem_middleware.screen.directives import despace
+from deermem_middleware.screen.payloads import mentioned_only
 
 WITHHELD = {
     "a hidden action": [

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from deermem_middleware.injection.directives import deleet, first_directive_match
-from deermem_middleware.injection.safety import _forms, assess_memory_text
+from deermem_middleware.screen.assess import _forms, assess_memory_text
+from deermem_middleware.screen.directives import deleet, first_directive_match
 
 
 @pytest.mark.parametrize(

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from deermem_middleware.extraction.extractor import render_extraction_messages
 from deermem_middleware.extraction.prompt import load_prompt
 from deermem_middleware.injection.render import escape_memory_text, render_memory
-from deermem_middleware.injection.safety import (
+from deermem_middleware.memory.conversation import Turn
+from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
+from deermem_middleware.retrieval.selector import ScoredFact
+from deermem_middleware.screen.assess import (
     assess_by_rules,
     assess_memory_text,
     normalize_for_matching,
 )
-from deermem_middleware.memory.conversation import Turn
-from deermem_middleware.memory.document import Fact, History, Memory, Section, UserContext
-from deermem_middleware.retrieval.selector import ScoredFact
 
 # ------------------------------------------------------------------------------------------------
 # Corpora

@@ -1,7 +1,7 @@
 """Rules for memory that re-programmes the assistant by *class*, in any person (pure).
 
-:mod:`deermem_middleware.injection.safety` catches the classic second-person overrides and
-:mod:`deermem_middleware.injection.privilege` the trust tricks that end in a demand for secrets.
+:mod:`deermem_middleware.screen.assess` catches the classic second-person overrides and
+:mod:`deermem_middleware.screen.privilege` the trust tricks that end in a demand for secrets.
 Published prompt-injection collections (PromptInject, Tensor Trust, BIPIA, Lakera's Gandalf and
 PINT, HiddenLayer's "policy puppetry", thu-coai's Safety-Prompts) show a wider family, which reads
 just as well as a remembered fact in the third person:
@@ -42,7 +42,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from deermem_middleware.injection.normalize import CJK
+from deermem_middleware.screen.normalize import CJK
 
 __all__ = ["STEERING_RULES", "first_steering_match"]
 

@@ -1,6 +1,6 @@
 """Rules for memory that tries to win the assistant's trust rather than override it (pure).
 
-The rules in :mod:`deermem_middleware.injection.safety` catch text that speaks *to* the assistant
+The rules in :mod:`deermem_middleware.screen.assess` catch text that speaks *to* the assistant
 in the classic way ("ignore previous instructions", "you are now …"). A fact can also steer it
 while reading like a note about the user, in the third person and without any of those phrases:
 
@@ -44,7 +44,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from deermem_middleware.injection.normalize import CJK
+from deermem_middleware.screen.normalize import CJK
 
 __all__ = ["PRIVILEGE_RULES", "first_privilege_match"]
 

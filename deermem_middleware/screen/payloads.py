@@ -34,7 +34,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from deermem_middleware.injection.normalize import CJK
+from deermem_middleware.screen.normalize import CJK
 
 __all__ = ["first_labelled_match", "first_payload_match", "mentioned_only"]
 

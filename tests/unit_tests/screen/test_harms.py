@@ -1,4 +1,4 @@
-"""Memory that turns the assistant against its own user (:mod:`deermem_middleware.injection.harms`),
+"""Memory that turns the assistant against its own user (:mod:`deermem_middleware.screen.harms`),
 and the two readings added with it: the user's own bans on the assistant, and text in an
 announced ROT13."""
 
@@ -8,15 +8,15 @@ import codecs
 
 import pytest
 
-from deermem_middleware.injection.directives import own_bans_blanked
-from deermem_middleware.injection.harms import first_harm_match
-from deermem_middleware.injection.normalize import latin_fold
-from deermem_middleware.injection.payloads import mentioned_only
-from deermem_middleware.injection.safety import (
+from deermem_middleware.screen.assess import (
     assess_by_rules,
     assess_memory_text,
     normalize_for_matching,
 )
+from deermem_middleware.screen.directives import own_bans_blanked
+from deermem_middleware.screen.harms import first_harm_match
+from deermem_middleware.screen.normalize import latin_fold
+from deermem_middleware.screen.payloads import mentioned_only
 
 WITHHELD = {
     "the assistant made hostile to the user": [
