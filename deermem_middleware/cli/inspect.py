@@ -257,6 +257,8 @@ def _explain(args: argparse.Namespace) -> int:
         for r in rows:
             if r["placedAfter"]:
                 print(f"{r['id']} placed after {r['placedAfter']}: a newer statement of the same")
+            if r.get("overruledBy"):
+                print(f"{r['id']} {r['reason']}")
     shown = sum(1 for r in rows if r["inBlock"])
     print(
         f"block: {report['blockTokens']} tokens (estimated, {report['tokenCounting']} counting, "

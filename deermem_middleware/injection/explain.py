@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from deermem_middleware.config import MemoryConfig
     from deermem_middleware.injection.recall import Recall
     from deermem_middleware.memory.document import Fact, Memory
+    from deermem_middleware.retrieval.index import FactIndex
     from deermem_middleware.retrieval.params import SelectionParams
     from deermem_middleware.retrieval.ranking import ScoredFact
     from deermem_middleware.storage.base import MemoryScope
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["describe_intent", "explain_report"]
 
 WITHHELD = "withheld: reads as an instruction, not data"
+OVERRULED = "withheld: the user's own fact {rival} says otherwise ({content!r})"
 EMPTY_TEXT = "not shown: nothing is left of its text once escaped"
 
 
@@ -143,6 +145,7 @@ def explain_report(
     message: str,
     *,
     injection_enabled: bool | None = None,
+    index: FactIndex | None = None,
 ) -> dict[str, Any]:
     """What would be injected into a model call whose newest message is ``message``, and why.
 
@@ -159,14 +162,16 @@ def explain_report(
 
     ``memory`` is the document of ``scope``, loaded once by the caller
     (:meth:`MemoryService.explain_report`), so the rows and ``others`` describe the same
-    revision. The selection uses whatever index ``recall``'s selector holds: warm it up first
-    for the embedding channel. ``injection_enabled``: None reads the config's
-    ``injection_enabled`` (a host that turns memory off for a run passes its own answer).
+    revision; ``index`` is its index (the engine's read path: built from the stored derived
+    data, so the embedding channel is there when the document's vectors are). An extracted
+    pick that the user's own fact overrules is listed with the pick's scores and that reason.
+    ``injection_enabled``: None reads the config's ``injection_enabled`` (a host that turns
+    memory off for a run passes its own answer).
     """
     config = recall.config
     selector = recall.selector
     params = selector.params
-    rendered = recall.explain(scope, memory, [HumanMessage(message)])
+    rendered = recall.explain(scope, memory, [HumanMessage(message)], index=index)
     intent = query_time_intent(message, selector.clock())
     count = make_token_counter(config.token_counting)
     guaranteed = list(rendered.guaranteed)
@@ -213,6 +218,38 @@ def explain_report(
                 ),
             }
         )
+    by_id = {f.id: f for f in memory.facts}
+    for scored, rival in rendered.overruled:
+        fact = scored.fact
+        manual = by_id.get(rival)
+        rows.append(
+            {
+                "id": fact.id,
+                "content": fact.content,
+                "category": fact.category,
+                "confidence": fact.confidence,
+                "confidenceUsed": scored.confidence,
+                "guaranteed": False,
+                "relevance": scored.relevance,
+                "lexical": scored.lexical,
+                "semantic": scored.semantic,
+                "recency": scored.recency if params.recency_weight > 0 else None,
+                **{
+                    route.name: _column(route, scored)
+                    for route in ROUTES
+                    if route.column is not None
+                },
+                "placedAfter": None,
+                "routes": dict(scored.routes),
+                "score": scored.score,
+                "tokens": 0,
+                "inBlock": False,
+                "overruledBy": rival,
+                "reason": OVERRULED.format(
+                    rival=rival, content=manual.content if manual is not None else ""
+                ),
+            }
+        )
     listed = {r["id"] for r in rows}
     nothing_fit = not rendered.text and not rows
     others = [
@@ -230,7 +267,8 @@ def explain_report(
     entities: list[str] = []
     if params.method == "deermem" and params.entity_weight > 0:
         # the index the selection above used (cached per revision): its entities are built
-        entities = selector.index(scope, memory).entities.matches(message)
+        used = index if index is not None else selector.index(scope, memory)
+        entities = used.entities.matches(message)
     rules = [
         {"name": rule.name, "rule": rule.describe(), "applies": rule.applies(message)}
         for rule in params.recall_rules

@@ -29,15 +29,16 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from deermem_middleware.injection.tokens import TokenCounter, char_token_count
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.memory.sections import GROUP_HEADINGS, SECTIONS
 from deermem_middleware.memory.time import normalize_event_date, parse_timestamp
 from deermem_middleware.retrieval.selector import ScoredFact
-from deermem_middleware.screen.assess import assess_memory_text
+from deermem_middleware.screen import TextAssessment, assess_memory_text, summary_sentences
 
 __all__ = [
     "RenderedMemory",
@@ -68,7 +69,14 @@ _WHITESPACE = re.compile(r"\s+")
 # Everything that reads as a double quote: inside a quoted statement it becomes an apostrophe, so
 # the statement cannot close its own quotes and continue in the system's voice.
 _QUOTE_MARKS = re.compile(r"[\"“”„‟″‶〃＂«»〝〞〟❝❞⹂]")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？;；])\s*")
+
+Verdicts: TypeAlias = Callable[[str], TextAssessment | None]
+"""A text's stored verdict, or None when none is stored (the screen then reads it)."""
+
+
+def _assess(text: str, verdict: Verdicts | None) -> TextAssessment:
+    found = verdict(text) if verdict is not None else None
+    return found if found is not None else assess_memory_text(text)
 
 
 def escape_memory_text(text: str) -> str:
@@ -123,9 +131,9 @@ def _log_withheld(kind: str, name: str, text: str, reason: str) -> None:
         )
 
 
-def _render_fact_text(fact_id: str, content: str) -> str | None:
+def _render_fact_text(fact_id: str, content: str, verdicts: Verdicts | None = None) -> str | None:
     """The text of a fact line: as is (data), quoted (directive), or None (injection)."""
-    verdict = assess_memory_text(content)
+    verdict = _assess(content, verdicts)
     if verdict.kind == "injection":
         _log_withheld("fact", fact_id, content, verdict.reason)
         return None
@@ -134,16 +142,16 @@ def _render_fact_text(fact_id: str, content: str) -> str | None:
     return escape_memory_text(content)
 
 
-def _render_summary(field: str, summary: str) -> str | None:
+def _render_summary(field: str, summary: str, verdicts: Verdicts | None = None) -> str | None:
     """A summary: as is, with its directive sentences quoted, or None (injection)."""
-    verdict = assess_memory_text(summary)
+    verdict = _assess(summary, verdicts)
     if verdict.kind == "injection":
         _log_withheld("section", field, summary, verdict.reason)
         return None
     if verdict.kind == "data":
         return escape_memory_text(summary)
-    sentences = [s for s in _SENTENCE_END.split(summary) if s.strip()]
-    kinds = [assess_memory_text(s).kind for s in sentences]
+    sentences = summary_sentences(summary)
+    kinds = [_assess(s, verdicts).kind for s in sentences]
     if "directive" not in kinds or "injection" in kinds:
         return quote_user_statement(summary)  # the rule spans sentences: quote all of it
     parts = [
@@ -164,6 +172,10 @@ class RenderedMemory:
     tokens: int = 0
     ranked: tuple[ScoredFact, ...] = ()
     """Every relevance pick offered, best first (those that did not fit included)."""
+    overruled: tuple[tuple[ScoredFact, str], ...] = ()
+    """(an extracted pick, the id of the user's own fact it conflicts with): picks withheld
+    because the user's own (manual) fact says otherwise
+    (:mod:`~deermem_middleware.retrieval.precedence`)."""
 
 
 def fact_date_label(fact: Fact) -> str | None:
@@ -176,13 +188,14 @@ def fact_date_label(fact: Fact) -> str | None:
     return None if learnt is None else f"noted {learnt.date().isoformat()}"
 
 
-def fact_line(fact: Fact, show_dates: bool = True) -> str | None:
-    """One fact as a block line; None when it reads as an instruction (withheld)."""
-    content = _render_fact_text(fact.id, fact.content)
+def fact_line(fact: Fact, show_dates: bool = True, verdicts: Verdicts | None = None) -> str | None:
+    """One fact as a block line; None when it reads as an instruction (withheld).
+    ``verdicts``: the stored verdicts (see the module docstring)."""
+    content = _render_fact_text(fact.id, fact.content, verdicts)
     if content is None:
         return None
     category = escape_memory_text(fact.category) or "context"
-    if assess_memory_text(fact.category).kind != "data":
+    if _assess(fact.category, verdicts).kind != "data":
         category = "context"  # a forged category is not worth a line of its own
     date = fact_date_label(fact) if show_dates else None
     when = f" | {date}" if date else ""
@@ -199,6 +212,7 @@ def render_memory(
     guaranteed: Sequence[ScoredFact] = (),
     guaranteed_tokens: int = 0,
     show_dates: bool = True,
+    verdict: Verdicts | None = None,
 ) -> RenderedMemory:
     """The ``<memory>`` block: guaranteed facts, profile, then facts in the given order, within
     ``max_tokens``.
@@ -212,7 +226,8 @@ def render_memory(
     leaves unused goes to facts). Lines that do not fit are skipped (a shorter later line may
     still fit). Items classified as injection are left out and counted in one closing line.
     Returns "" when there is nothing to say or no room. ``show_dates``: the date on each fact
-    line (:func:`fact_date_label`).
+    line (:func:`fact_date_label`). ``verdict``: each text's stored verdict (None: the screen
+    reads every text shown).
     """
     if max_tokens <= 0:
         return RenderedMemory("")
@@ -228,7 +243,7 @@ def render_memory(
     for scored in guaranteed:
         if not escape_memory_text(scored.fact.content):
             continue
-        line = fact_line(scored.fact, show_dates)
+        line = fact_line(scored.fact, show_dates, verdict)
         if line is None:
             withheld += 1
             continue
@@ -248,7 +263,7 @@ def render_memory(
         raw = memory.section(field).summary
         if not escape_memory_text(raw):
             continue
-        summary = _render_summary(field, raw)
+        summary = _render_summary(field, raw, verdict)
         if summary is None:
             withheld += 1
             continue
@@ -266,7 +281,7 @@ def render_memory(
         fact = scored.fact
         if not escape_memory_text(fact.content):
             continue
-        line = fact_line(fact, show_dates)
+        line = fact_line(fact, show_dates, verdict)
         if line is None:
             withheld += 1
             continue

@@ -41,6 +41,8 @@ from collections.abc import Container, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Final
 
+import numpy as np
+
 from deermem_middleware.memory.document import Fact
 from deermem_middleware.memory.time import event_date_range, parse_timestamp
 
@@ -50,6 +52,7 @@ __all__ = [
     "DEFAULT_HALF_LIVES",
     "archive_decayed",
     "effective_confidence",
+    "effective_confidences",
     "expire_transient",
     "half_life_days",
     "has_expired",
@@ -157,6 +160,25 @@ def effective_confidence(
 ) -> float:
     """The fact's confidence decayed by age: ``confidence × recency_weight(fact, now)``."""
     return fact.confidence * recency_weight(fact, now, half_lives, default_half_life_days)
+
+
+def effective_confidences(
+    confidences: np.ndarray,
+    used_at: np.ndarray,
+    half_life: np.ndarray,
+    now: datetime,
+) -> np.ndarray:
+    """:func:`effective_confidence` of many facts at once, from their confidences, the epoch
+    seconds of their :func:`last_used` (NaN: none) and their half-lives in days (inf: never
+    decays): what a cold read computes from a stored snapshot instead of parsing every fact's
+    dates (6.5 ms at 1,000 facts, one by one)."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    age = np.maximum(0.0, now.timestamp() - used_at) / _SECONDS_PER_DAY
+    with np.errstate(invalid="ignore"):
+        weight = np.power(0.5, age / half_life)
+    weight = np.where(np.isnan(used_at) | np.isinf(half_life), 1.0, weight)
+    return np.asarray(confidences, dtype=np.float64) * weight
 
 
 def is_active(fact: Fact) -> bool:

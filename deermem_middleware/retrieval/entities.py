@@ -27,7 +27,6 @@ the score adds ``entity_weight`` × it (:mod:`deermem_middleware.retrieval.scori
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -213,33 +212,80 @@ def _query_candidates(text: str) -> set[str]:
 
 
 class EntityIndex:
-    """Postings from entity to facts, for one list of facts (built once per memory revision)."""
+    """Postings from entity to facts, for one list of facts (built once per memory revision).
+
+    Kept as arrays — the names, and per name its facts (``ptr``/``post``) — so a derived
+    snapshot can store the postings and a cold read open them without rebuilding them from
+    every fact's entities (:meth:`from_postings`)."""
 
     def __init__(self, entities: Sequence[Iterable[str]], *, max_share: float = 0.05) -> None:
-        self.size = len(entities)
+        size = len(entities)
         postings: dict[str, list[int]] = {}
         for position, names in enumerate(entities):
             for name in dict.fromkeys(names):
                 postings.setdefault(name, []).append(position)
-        limit = max(1, int(max_share * self.size)) if self.size >= 10 else self.size
-        self.postings: dict[str, np.ndarray] = {
-            name: np.array(where, dtype=np.int64)
-            for name, where in postings.items()
-            if len(where) <= limit
-        }
-        """Only entities on at most ``max_share`` of the facts (with at least 10 facts)."""
-        self.idf: dict[str, float] = {
-            name: math.log(1.0 + self.size / len(where)) for name, where in self.postings.items()
-        }
+        limit = max(1, int(max_share * size)) if size >= 10 else size
+        kept = sorted(name for name, where in postings.items() if len(where) <= limit)
+        lengths = [len(postings[name]) for name in kept]
+        ptr = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=ptr[1:])
+        post = np.fromiter(
+            (p for name in kept for p in postings[name]), dtype=np.int64, count=int(ptr[-1])
+        )
+        self._set(size, kept, ptr, post)
+
+    @classmethod
+    def from_postings(
+        cls, size: int, names: Sequence[str], ptr: np.ndarray, post: np.ndarray
+    ) -> EntityIndex:
+        """The index of ``size`` facts whose kept entities are ``names`` (in this order), the
+        facts of name ``i`` being ``post[ptr[i]:ptr[i + 1]]`` (as :meth:`arrays` gives them)."""
+        index = cls.__new__(cls)
+        index._set(size, list(names), np.asarray(ptr, dtype=np.int64), np.asarray(post))
+        return index
+
+    def _set(self, size: int, names: list[str], ptr: np.ndarray, post: np.ndarray) -> None:
+        self.size = size
+        self.names = names
+        """The entities kept: on at most ``max_share`` of the facts (with at least 10)."""
+        self._where = {name: i for i, name in enumerate(names)}
+        self._ptr = ptr
+        self._post = post
+        self._idf = np.log(1.0 + size / np.maximum(np.diff(ptr), 1)) if len(names) else ptr[:0]
+
+    def arrays(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(names, ptr, post): what :meth:`from_postings` takes."""
+        return self.names, self._ptr, self._post
+
+    def facts_of(self, name: str) -> np.ndarray:
+        """The facts (positions) that name ``name`` (empty when it is not kept)."""
+        at = self._where.get(name)
+        if at is None:
+            return self._post[:0]
+        return self._post[int(self._ptr[at]) : int(self._ptr[at + 1])]
+
+    def idf(self, name: str) -> float:
+        return float(self._idf[self._where[name]])
+
+    @property
+    def postings(self) -> dict[str, np.ndarray]:
+        """Entity → facts naming it, for every kept entity."""
+        return {name: self.facts_of(name) for name in self.names}
+
+    def counts(self) -> np.ndarray:
+        """Per fact, how many kept entities it names."""
+        return np.bincount(np.asarray(self._post, dtype=np.int64), minlength=self.size).astype(
+            np.float64
+        )
 
     def __len__(self) -> int:
-        return len(self.postings)
+        return len(self.names)
 
     def matches(self, text: str) -> list[str]:
         """The vocabulary's entities that ``text`` names (sorted, for stable reports)."""
-        if not self.postings or not text.strip():
+        if not self._where or not text.strip():
             return []
-        return sorted(c for c in _query_candidates(text) if c in self.postings)
+        return sorted(c for c in _query_candidates(text) if c in self._where)
 
     def bonus(self, text: str) -> tuple[np.ndarray, list[str]]:
         """Per fact, the idf-weighted share of the message's entities it names, in [0, 1]; and
@@ -248,9 +294,10 @@ class EntityIndex:
         names = self.matches(text)
         # a name inside a longer matched name ("canyon" in "grand canyon") counts once
         names = [n for n in names if not any(n != m and n in m.split() for m in names)]
-        total = sum(self.idf[n] for n in names)
+        weights = {n: self.idf(n) for n in names}
+        total = sum(weights.values())
         if total <= 0:
             return values, names
         for name in names:
-            values[self.postings[name]] += self.idf[name] / total
+            values[self.facts_of(name)] += weights[name] / total
         return np.minimum(values, 1.0), names

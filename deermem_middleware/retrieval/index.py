@@ -1,6 +1,11 @@
 """The per-revision index of one list of facts: everything selection needs about them, built
 once per memory revision and cached by the selector (lexical index, decayed confidences, usage,
-dates, vectors, entities, threads, the rule masks and the query-less choices)."""
+dates, vectors, entities, threads, the rule masks and the query-less choices).
+
+Built from the revision's derived snapshot (:class:`~deermem_middleware.derived.view.
+DerivedView`) when the storage has one: the n-gram rows, the entities and the vectors are read,
+not computed; without one, the texts are analysed here (and the engine derives the snapshot in
+the background)."""
 
 from __future__ import annotations
 
@@ -11,10 +16,17 @@ from typing import Literal
 
 import numpy as np
 
-from deermem_middleware.memory.decay import effective_confidence, last_confirmed
+from deermem_middleware.derived.snapshot import COLUMN
+from deermem_middleware.derived.view import DerivedView
+from deermem_middleware.memory.decay import (
+    effective_confidence,
+    effective_confidences,
+    half_life_days,
+    last_confirmed,
+)
 from deermem_middleware.memory.document import Fact
 from deermem_middleware.memory.time import epoch_seconds, event_date_range
-from deermem_middleware.memory.usage import access_frequency
+from deermem_middleware.memory.usage import USAGE_PRIOR, access_frequency
 from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
 from deermem_middleware.retrieval.lexical import CharNgramIndex, WordTfidfIndex
 from deermem_middleware.retrieval.queryless import QuerylessChoice, QuerylessParams
@@ -35,46 +47,96 @@ class FactIndex:
         *,
         now: datetime | None = None,
         half_lives: Mapping[str, float] | None = None,
+        view: DerivedView | None = None,
     ) -> None:
         self.facts: tuple[Fact, ...] = tuple(facts)
         self.method: Method = method
-        texts = [f.content for f in self.facts]
-        self.lexical: CharNgramIndex | WordTfidfIndex = (
-            WordTfidfIndex(texts) if method == "seed" else CharNgramIndex(texts)
-        )
-        if now is None or method == "seed":
-            confidences = [f.confidence for f in self.facts]
-        else:  # unused facts fade (per-category half-life): lower in rank, never out
-            confidences = [effective_confidence(f, now, half_lives) for f in self.facts]
-        self.confidence = np.array(confidences, dtype=np.float64)
-        self.usage = access_frequency(self.facts)
-        """Per fact, how often answers used it when it was injected (see ``usage_weight``)."""
+        self.view = view
+        """The derived snapshot lined up with these facts (None: nothing derived is known):
+        the stored verdicts the block reads come from here."""
+        self.lexical: CharNgramIndex | WordTfidfIndex
+        if method == "seed":
+            self.lexical = WordTfidfIndex([f.content for f in self.facts])
+        elif view is not None:
+            self.lexical = view.lexical_index()
+        else:
+            self.lexical = CharNgramIndex([f.content for f in self.facts])
+        stored = view.columns() if view is not None else None
+        self._threads: np.ndarray | None = None
+        self._manual: tuple[Fact, ...] | None = None
+        self._dates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        if stored is not None:  # the fields were read when the revision was written
+            self._from_columns(*stored, now=now, half_lives=half_lives)
+        else:
+            self._from_facts(now=now, half_lives=half_lives)
         self.dense: np.ndarray | None = None
-        """Unit vectors of the facts (rows), once every fact is embedded; None: lexical only. A
-        fact whose vector was unusable has a zero row and is False in :attr:`has_vector`."""
+        """Unit vectors of the facts (rows); None: lexical only. A fact without a usable vector
+        (unusable, or not derived yet) has a zero row and is False in :attr:`has_vector`."""
         self.has_vector: np.ndarray | None = None
         """Per fact, whether its row of :attr:`dense` is a real vector (None: every row is);
         a fact without one is ranked by its lexical score alone."""
-        confirmed = [last_confirmed(f) for f in self.facts]
-        self.confirmed = np.array(
-            [math.nan if m is None else m.timestamp() for m in confirmed], dtype=np.float64
-        )
-        """Per fact, seconds since the epoch of its last confirmation (NaN: no usable date)."""
+        if view is not None and method != "seed":
+            self.dense, self.has_vector = view.dense()
         self._recency: np.ndarray | None = None
         self._recency_values: dict[float, np.ndarray] = {}
-        self._dates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._hub: tuple[np.ndarray, np.ndarray] | None = None
         self._entities: EntityIndex | None = None
         self.rule_masks: dict[RecallRule, np.ndarray] = {}
         """Per recall rule, the facts it names (filled on first use)."""
-        self._manual: tuple[Fact, ...] | None = None
-        self._threads: np.ndarray | None = None
         self.queryless_choices: dict[
             tuple[QuerylessParams, int], tuple[np.ndarray | None, QuerylessChoice]
         ] = {}
         """The query-less choices made on this revision, per (params, k), with the ``dense``
         they were made with: the choice does not depend on the message, so ``get_context``
         calls after the first cost a look-up (filled by the selector)."""
+
+    def _from_columns(
+        self,
+        columns: np.ndarray,
+        categories: tuple[str, ...],
+        *,
+        now: datetime | None,
+        half_lives: Mapping[str, float] | None,
+    ) -> None:
+        """Confidences, usage, dates and threads from a snapshot's fact columns (no loop over
+        the facts: a 5,000-fact memory in a fraction of a millisecond)."""
+        raw = np.array(columns[:, COLUMN["confidence"]], dtype=np.float64)
+        if now is None or self.method == "seed":
+            self.confidence = raw
+        else:  # unused facts fade (per-category half-life): lower in rank, never out
+            table = np.array([half_life_days(c, half_lives) for c in categories] or [0.0])
+            codes = columns[:, COLUMN["category"]].astype(np.int64)
+            self.confidence = effective_confidences(
+                raw, columns[:, COLUMN["used_at"]], table[codes], now
+            )
+        used = columns[:, COLUMN["used"]]
+        injections = np.maximum(columns[:, COLUMN["injections"]], used)
+        self.usage = np.where(used > 0, used / (injections + USAGE_PRIOR), 0.0)
+        self.confirmed = np.array(columns[:, COLUMN["confirmed"]], dtype=np.float64)
+        self._dates = (
+            columns[:, COLUMN["event_start"]],
+            columns[:, COLUMN["event_end"]],
+            columns[:, COLUMN["learnt"]],
+        )
+        self._threads = columns[:, COLUMN["thread"]].astype(np.int64)
+        manual = np.flatnonzero(columns[:, COLUMN["manual"]] > 0)
+        self._manual = tuple(self.facts[i] for i in manual)
+
+    def _from_facts(self, *, now: datetime | None, half_lives: Mapping[str, float] | None) -> None:
+        """The same, read from the facts one by one (a document without a current snapshot)."""
+        if now is None or self.method == "seed":
+            self.confidence = np.array([f.confidence for f in self.facts], dtype=np.float64)
+        else:  # unused facts fade (per-category half-life): lower in rank, never out
+            self.confidence = np.array(
+                [effective_confidence(f, now, half_lives) for f in self.facts], dtype=np.float64
+            )
+        self.usage = access_frequency(self.facts)
+        """Per fact, how often answers used it when it was injected (see ``usage_weight``)."""
+        confirmed = [last_confirmed(f) for f in self.facts]
+        self.confirmed = np.array(
+            [math.nan if m is None else m.timestamp() for m in confirmed], dtype=np.float64
+        )
+        """Per fact, seconds since the epoch of its last confirmation (NaN: no usable date)."""
 
     @property
     def threads(self) -> np.ndarray:
@@ -114,9 +176,16 @@ class FactIndex:
     def entities(self) -> EntityIndex:
         """The facts' entities — those the extraction listed and those the rules find in the
         text — built on first use (selection without the entity route never pays for it)."""
+        if self._entities is None and self.view is not None:
+            self._entities = self.view.entity_index()
         if self._entities is None:
+            found = (
+                self.view.entity_lists()
+                if self.view is not None
+                else [extract_entities(f.content) for f in self.facts]
+            )
             self._entities = EntityIndex(
-                [(*f.entities, *extract_entities(f.content)) for f in self.facts]
+                [(*f.entities, *names) for f, names in zip(self.facts, found, strict=True)]
             )
         return self._entities
 

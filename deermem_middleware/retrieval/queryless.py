@@ -139,12 +139,9 @@ def is_queryless(primary: str, context: str = "") -> bool:
 def entity_richness(index: FactIndex, cap: int) -> np.ndarray:
     """Per fact, how many rare entities it names (those the entity index keeps: on at most 5 %
     of the facts), capped at ``cap`` and scaled to [0, 1]."""
-    counts = np.zeros(len(index))
     if cap <= 0 or not len(index):
-        return counts
-    for where in index.entities.postings.values():
-        counts[where] += 1.0
-    return np.minimum(counts, cap) / cap
+        return np.zeros(len(index))
+    return np.asarray(np.minimum(index.entities.counts(), cap) / cap, dtype=np.float64)
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:

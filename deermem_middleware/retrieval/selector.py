@@ -33,9 +33,12 @@ the thread's first message): ``deermem`` makes the query-less choice of
 used, recent and sure facts spread over topics (LoCoMo dev, no question: hit@15 13.3 lexical,
 13.8 with embeddings, against 6.8 for the blank-query formula and 7.4 for random picks).
 
-Speed: the lexical index is built once per memory *revision* and cached by document identity;
-each fact's analysed n-grams are cached by text, so a revision that adds a few facts re-analyses
-only those. A query touches only the matrix columns of its own n-grams.
+Speed: everything the index needs of each fact — its n-grams, entities and vector, and the
+screen's verdict the block reads — is derived when the fact is written and stored with the
+document (:mod:`deermem_middleware.derived`), so the index of a revision is built from stored
+arrays; the index is cached per (scope, revision). A query touches only the matrix columns of
+its own n-grams, and embeds the newest user message only (one embedding per message: the older
+turns' share is lexical).
 """
 
 from __future__ import annotations
@@ -44,13 +47,18 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
+from threadpoolctl import ThreadpoolController
+
+from deermem_middleware.derived.derive import Deriver, derive
+from deermem_middleware.derived.view import DerivedView
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.memory.time import TimeIntent
 from deermem_middleware.retrieval.bonuses import _about_the_present
-from deermem_middleware.retrieval.embeddings import EmbeddingStore
+from deermem_middleware.retrieval.embeddings import EmbeddingStore, embedding_identity
 from deermem_middleware.retrieval.index import FactIndex
 from deermem_middleware.retrieval.lexical import CharNgramIndex
 from deermem_middleware.retrieval.params import SelectionParams, SelectionQuery
@@ -67,7 +75,6 @@ from deermem_middleware.retrieval.ranking import (
     scored_facts,
 )
 from deermem_middleware.retrieval.routes import GUARANTEED, QUERYLESS
-from deermem_middleware.screen.assess import assess_memory_text
 
 __all__ = ["FactSelector", "ScoredFact", "SelectionParams", "SelectionQuery"]
 
@@ -78,14 +85,46 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+_BLAS: list[ThreadpoolController] = []
+_BLAS_LOCK = threading.Lock()
+
+
+def one_blas_thread() -> AbstractContextManager[object]:
+    """BLAS on one thread while a selection scores (a 384-wide product per fact): OpenBLAS
+    threads spin after each call and, on 2 cores, took the CPU from the embedding engine's next
+    query — measured, 31.8 ms per warm model call at 1,000 facts against 14.2 ms on one BLAS
+    thread (the embedding itself: ~10 ms). 6 µs a call."""
+    with _BLAS_LOCK:
+        if not _BLAS:
+            _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
+
+
+class _Entry:
+    """One cached index: the document it was built from, the revision it belongs to (None:
+    known by the document's identity only) and the index."""
+
+    __slots__ = ("index", "memory", "revision")
+
+    def __init__(self, memory: Memory, revision: int | None, index: FactIndex) -> None:
+        self.memory = memory
+        self.revision = revision
+        self.index = index
+
+    def serves(self, memory: Memory | None, revision: int | None) -> bool:
+        if revision is not None and self.revision is not None:
+            return revision == self.revision
+        return memory is not None and memory is self.memory
+
+
 class FactSelector:
     """Selects facts for a conversation; what the middleware, the nodes and the benchmark use.
 
-    Indexes are cached per scope key and rebuilt only when the memory document changes (stored
-    documents are frozen and storages hand out the same object until it changes, so identity is
-    an exact, free change detector). With an :class:`EmbeddingStore`, facts without a vector are
-    embedded in the background and the semantic channel joins as soon as every fact of the
-    document has one; until then selection is lexical. :meth:`prepare` does it all synchronously.
+    Indexes are cached per scope key, for one revision of the scope's document each (or, for a
+    document handed in without a revision, as long as the same object comes back: documents
+    are frozen). An index is built from the revision's derived snapshot when there is one
+    (:class:`~deermem_middleware.derived.view.DerivedView`); :meth:`prepare` derives it now
+    (blocking) for a document that has none.
     """
 
     def __init__(
@@ -96,14 +135,24 @@ class FactSelector:
         cache_size: int = 64,
         half_lives: Mapping[str, float] | None = None,
         clock: Callable[[], datetime] | None = None,
+        deriver: Deriver | None = None,
     ) -> None:
         self.params = params or SelectionParams()
         self.clock: Callable[[], datetime] = clock or _utc_now
         """Decay and the periods questions name ("last month") are measured against it."""
         self.embeddings = embeddings if self.params.method == "deermem" else None
+        self.deriver = deriver or Deriver(
+            embed=self.embeddings.embed_texts if self.embeddings is not None else None,
+            embedding=(
+                embedding_identity(self.embeddings.embeddings)
+                if self.embeddings is not None
+                else ""
+            ),
+        )
+        """What derives a document's snapshot (the screen, and the embedding model if any)."""
         self.half_lives: Mapping[str, float] | None = half_lives
         self._cache_size = cache_size
-        self._items: OrderedDict[Hashable, tuple[Memory, FactIndex]] = OrderedDict()
+        self._items: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -111,62 +160,68 @@ class FactSelector:
         """True when an embedding channel is configured."""
         return self.embeddings is not None
 
-    def index(self, key: Hashable, memory: Memory) -> FactIndex:
-        """The index of ``memory`` (cached under ``key`` for as long as the document is current),
-        with the facts' vectors once they are embedded."""
-        index = self.lexical_index(key, memory)
-        self._attach_vectors(index, wait=False)
-        return index
+    def holds(self, key: Hashable) -> bool:
+        """Whether an index of ``key`` is cached (of whatever revision)."""
+        with self._lock:
+            return key in self._items
 
-    def lexical_index(self, key: Hashable, memory: Memory) -> FactIndex:
-        """:meth:`index` without looking for vectors: for what needs only the facts (the manual
-        ones, on every model call after the selection has attached them)."""
+    def cached(self, key: Hashable, revision: int) -> tuple[Memory, FactIndex] | None:
+        """The document and index cached for ``key`` at ``revision``, or None."""
         with self._lock:
             entry = self._items.get(key)
-            if entry is not None and entry[0] is memory:
+            if entry is None or entry.revision != revision:
+                return None
+            self._items.move_to_end(key)
+            return entry.memory, entry.index
+
+    def index(
+        self,
+        key: Hashable,
+        memory: Memory,
+        *,
+        view: DerivedView | None = None,
+        revision: int | None = None,
+    ) -> FactIndex:
+        """The index of ``memory`` (cached under ``key`` for ``revision``, or for as long as
+        the same document object comes back), built from ``view`` when given."""
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is not None and entry.serves(memory, revision):
                 self._items.move_to_end(key)
-                index = entry[1]
-            else:
-                index = None
-        if index is None:
-            # only active facts are candidates: superseded and archived ones stay for audit
-            active = [f for f in memory.facts if f.status == "active"]
-            for fact in active:  # classify once per text now, not on the model-call path
-                assess_memory_text(fact.content)
-                assess_memory_text(fact.category)
-            index = FactIndex(
-                active,
-                self.params.method,
-                now=self.clock(),
-                half_lives=self.half_lives,
-            )
-            with self._lock:
-                self._items[key] = (memory, index)
-                self._items.move_to_end(key)
-                while len(self._items) > self._cache_size:
-                    self._items.popitem(last=False)
+                return entry.index
+        if view is None:
+            view = DerivedView.of(memory, None, self.deriver.made_by)
+        index = FactIndex(
+            view.facts,
+            self.params.method,
+            now=self.clock(),
+            half_lives=self.half_lives,
+            view=view,
+        )
+        with self._lock:
+            self._items[key] = _Entry(memory, revision, index)
+            self._items.move_to_end(key)
+            while len(self._items) > self._cache_size:
+                self._items.popitem(last=False)
         return index
 
     def prepare(self, key: Hashable, memory: Memory) -> FactIndex:
-        """Build the index and embed every fact now (blocking); for warm-up, tests, benchmarks."""
-        index = self.lexical_index(key, memory)  # no background job racing the one below
-        self._attach_vectors(index, wait=True)
-        return index
-
-    def _attach_vectors(self, index: FactIndex, *, wait: bool) -> None:
-        store = self.embeddings
-        if store is None or index.dense is not None or not len(index):
-            return
-        texts = [f.content for f in index.facts]
-        if wait:
-            store.embed(texts)
-        vectors = store.vectors(texts)
-        if vectors is not None:
-            usable = store.usable(texts)
-            index.has_vector = None if usable.all() else usable
-            index.dense = vectors
-        elif not wait:
-            store.embed_in_background(texts)
+        """Derive ``memory``'s snapshot now (blocking: every verdict and vector) and index it;
+        for documents that have none stored — tests, benchmarks, a warm-up."""
+        with self._lock:
+            entry = self._items.get(key)
+            if (
+                entry is not None
+                and entry.memory is memory
+                and entry.index.view is not None
+                and entry.index.view.missing == 0
+            ):
+                return entry.index
+        snapshot = derive(memory, (), self.deriver).snapshot
+        view = DerivedView.of(memory, snapshot, self.deriver.made_by, exact=True)
+        with self._lock:
+            self._items.pop(key, None)
+        return self.index(key, memory, view=view)
 
     def select(
         self,
@@ -188,31 +243,31 @@ class FactSelector:
         self, index: FactIndex, query: SelectionQuery, *, top_k: int | None = None
     ) -> list[ScoredFact]:
         """Like :meth:`select`, on an index you hold."""
+        with one_blas_thread():
+            return self._select_from(index, query, top_k)
+
+    def _select_from(
+        self, index: FactIndex, query: SelectionQuery, top_k: int | None
+    ) -> list[ScoredFact]:
         k = self.params.top_k if top_k is None else top_k
         if k <= 0 or not len(index):
             return []
         if self.params.method == "deermem" and is_queryless(query.primary, query.context):
             return self._select_queryless(index, k)
-        primary_vector = context_vector = None
+        primary_vector = None
         store = self.embeddings
-        if store is not None and index.dense is not None:
-            try:
-                if query.primary.strip():
-                    primary_vector = store.query(query.primary)
-                    if query.context.strip() and self.params.context_weight > 0:
-                        context_vector = store.query(query.context)
+        if store is not None and index.dense is not None and query.primary.strip():
+            try:  # one embedding per message: the older turns' share is lexical
+                primary_vector = store.query(query.primary)
             except Exception:  # the store logs and answers None; anything else is a bug
                 logger.exception("query embedding failed; selecting facts lexically")
-                primary_vector = context_vector = None
-            if primary_vector is None:
-                context_vector = None
+                primary_vector = None
         intent = self._intent(query)
         parts = score_facts(
             index,
             query,
             self.params,
             primary_vector=primary_vector,
-            context_vector=context_vector,
             intent=intent,
         )
         scores, relevance = parts.score, parts.relevance

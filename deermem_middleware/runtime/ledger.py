@@ -161,25 +161,33 @@ class InjectionLedger:
     def annotate(self, scope: MemoryScope, memory: Memory) -> Memory:
         """Fold the injection and use counts gathered since the last save into the facts (best
         effort: counts of an update that then fails to save are dropped)."""
+        return self.taker(scope)(memory)
+
+    def taker(self, scope: MemoryScope) -> Callable[[Memory], Memory]:
+        """Take the counts gathered since the last save, once, and return what folds them into
+        a document — as often as a compare-and-set loop re-applies its change after a lost race
+        (taking them on each try lost them on every retry)."""
         with self._lock:
-            usage = self._usage.pop(scope, None)
-            used = self._used.pop(scope, None)
-        if not usage and not used:
-            return memory
-        usage = usage or {}
-        used = used or {}
-        facts = []
-        for fact in memory.facts:
-            seen = usage.get(fact.id)
-            uses = used.get(fact.id, 0)
-            if seen is None and not uses:
-                facts.append(fact)
-                continue
-            update: dict[str, object] = {}
-            if seen is not None:
-                update["injections"] = fact.injections + seen[0]
-                update["lastInjectedAt"] = seen[1]
-            if uses:
-                update["used"] = fact.used + uses
-            facts.append(fact.model_copy(update=update))
-        return memory.model_copy(update={"facts": tuple(facts)})
+            usage = self._usage.pop(scope, None) or {}
+            used = self._used.pop(scope, None) or {}
+
+        def fold(memory: Memory) -> Memory:
+            if not usage and not used:
+                return memory
+            facts = []
+            for fact in memory.facts:
+                seen = usage.get(fact.id)
+                uses = used.get(fact.id, 0)
+                if seen is None and not uses:
+                    facts.append(fact)
+                    continue
+                update: dict[str, object] = {}
+                if seen is not None:
+                    update["injections"] = fact.injections + seen[0]
+                    update["lastInjectedAt"] = seen[1]
+                if uses:
+                    update["used"] = fact.used + uses
+                facts.append(fact.model_copy(update=update))
+            return memory.model_copy(update={"facts": tuple(facts)})
+
+        return fold

@@ -27,6 +27,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from deermem_middleware.config import MemoryConfig
+from deermem_middleware.derived.storing import DerivingStorage
 from deermem_middleware.extraction.extractor import MemoryExtractor
 from deermem_middleware.extraction.models import build_chat_model, resolve_model
 from deermem_middleware.injection.recall import Recall
@@ -37,6 +38,7 @@ from deermem_middleware.retrieval.selector import (
     FactSelector,
     SelectionParams,
 )
+from deermem_middleware.runtime.derivation import BackgroundDerivation
 from deermem_middleware.runtime.handoff import Timing
 from deermem_middleware.runtime.hotpath import StorageGuard
 from deermem_middleware.runtime.jobs import CaptureJob, merge_jobs
@@ -108,30 +110,41 @@ class MemoryService(EngineTurns):
         self.config = config
         self._closed = False
         self.agent_name = config.agent_name or DEFAULT_AGENT
-        if storage is None:
-            self._storage: MemoryStorage = open_storage(config)
-            self._owned_storage = True
-        else:
-            self._storage = wrap_storage(storage)
-            self._owned_storage = False
-        if config.deerflow_memory_folder and config.carry_over_deerflow_memory:
-            from deermem_middleware.storage.carry_over import CarryOverStorage
-
-            self._storage = CarryOverStorage(
-                self._storage, config.deerflow_memory_folder, max_facts=config.max_facts
-            )
-        self._explicit_model = resolve_model(model)
-        self._agent_model: BaseChatModel | None = None
-        self._extractor: MemoryExtractor | None = None
-        self._extractor_lock = threading.Lock()
-        self._debounce: DebounceScheduler[SchedulerKey, CaptureJob] | None = None
-        self._debounce_lock = threading.Lock()
         resolved = resolve_embeddings(config.embeddings if embeddings is None else embeddings)
         self._selector = FactSelector(
             SelectionParams.from_config(config),
             EmbeddingStore(resolved) if resolved is not None else None,
             half_lives=config.fact_half_life_days or None,
         )
+        if storage is None:
+            backend: MemoryStorage = open_storage(config)
+            self._owned_storage = True
+        else:
+            backend = wrap_storage(storage)
+            self._owned_storage = False
+        # every write derives what reads need (the carry-over's included: it writes through it)
+        self._deriving = DerivingStorage(
+            backend, self._selector.deriver, incomplete=self._derive_later
+        )
+        self._storage: MemoryStorage = self._deriving
+        if config.deerflow_memory_folder and config.carry_over_deerflow_memory:
+            from deermem_middleware.storage.carry_over import CarryOverStorage
+
+            self._storage = CarryOverStorage(
+                self._deriving, config.deerflow_memory_folder, max_facts=config.max_facts
+            )
+        self._derivation = BackgroundDerivation(
+            self._deriving,
+            name=f"deermem-{self.agent_name}-derive",
+            derived_locally=self._selector.forget,
+        )
+        """Snapshots a write left incomplete, an upgrade made stale or a read found missing."""
+        self._explicit_model = resolve_model(model)
+        self._agent_model: BaseChatModel | None = None
+        self._extractor: MemoryExtractor | None = None
+        self._extractor_lock = threading.Lock()
+        self._debounce: DebounceScheduler[SchedulerKey, CaptureJob] | None = None
+        self._debounce_lock = threading.Lock()
         self._reported: set[str] = set()
         self._recall = Recall(config, self._selector)
         """What is injected for a conversation, and why (selection and rendering)."""
@@ -142,7 +155,7 @@ class MemoryService(EngineTurns):
             self._storage,
             self._get_extractor,
             config,
-            annotate=self._injections.annotate,
+            annotate=self._injections.taker,
             embed=store_embedder(store) if store is not None else None,
         )
         self._resources: list[Any] = []  # e.g. a local LLM server started for extraction
@@ -338,13 +351,18 @@ class MemoryService(EngineTurns):
                 logger.exception("memory update listener %r failed", listener)
 
     def _warm(self, scope: MemoryScope) -> None:
-        """Index the new revision now, on the worker thread, so the next model call finds it
-        ready (fact embeddings, if any, are computed in the background)."""
+        """Index the new revision now, on the worker thread, so this process's next model call
+        finds it ready (what it is built from was derived with the write)."""
         try:
-            memory = self._storage.load(scope).memory
-            self._selector.index(scope, memory)
+            self._current(scope)
         except Exception:
             logger.debug("pre-indexing memory of %r failed", scope, exc_info=True)
+
+    def _derive_later(self, scope: MemoryScope) -> None:
+        """A write left ``scope``'s snapshot incomplete: go on in the background."""
+        derivation = getattr(self, "_derivation", None)
+        if derivation is not None:
+            derivation.submit(scope)
 
     def _resubmit_waiting(self) -> None:
         """Captures that found no extraction model run now that the agent's model is known."""
@@ -372,6 +390,7 @@ class MemoryService(EngineTurns):
         drained = True if scheduler is None else scheduler.close(timeout)
         if self._replicas is not None:  # what is left goes to the other replicas at once
             self._replicas.hand_over(scheduler.pending_keys() if scheduler is not None else [])
+        self._derivation.close()
         self._selector.close()
         self._hot_path.close()
         if self._owned_storage:

@@ -21,11 +21,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from deermem_middleware.config import MemoryConfig
+from deermem_middleware.derived.view import DerivedView, open_snapshot
 from deermem_middleware.injection.explain import explain_report
 from deermem_middleware.injection.recall import Recall
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.document import Memory
+from deermem_middleware.retrieval.index import FactIndex
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
+from deermem_middleware.runtime.derivation import BackgroundDerivation
 from deermem_middleware.runtime.ledger import InjectionLedger, InjectionRecord
 from deermem_middleware.runtime.stats import stats_items
 from deermem_middleware.storage.base import MemoryScope, MemoryStorage, Mutate, StoredMemory
@@ -113,6 +116,39 @@ class EngineReads:
     _selector: FactSelector
     _recall: Recall
     _injections: InjectionLedger
+    _derivation: BackgroundDerivation
+
+    # -- the read path --------------------------------------------------------------------------
+
+    def _current(
+        self, scope: MemoryScope, call: Callable[[str, Callable[[], Any]], Any] | None = None
+    ) -> tuple[Memory, FactIndex]:
+        """The document of ``scope`` and its index, as the read path needs them.
+
+        Warm (this process built the index of the stored revision): one revision check, nothing
+        loaded or built. Cold: the document and its derived snapshot are loaded and the index is
+        built from the snapshot — nothing is screened, analysed or embedded here unless the
+        snapshot lacks it (a document from before derived data, a stale part), and then the
+        scope is derived in the background. ``call`` runs each storage call (the agent's path
+        bounds them: :class:`~deermem_middleware.runtime.hotpath.StorageGuard`)."""
+        storage = self._storage
+        run = call if call is not None else (lambda _what, fn: fn())
+        selector = self._selector
+        if selector.holds(scope):
+            revision = run("checking the memory revision", lambda: storage.revision(scope))
+            hit = selector.cached(scope, revision)
+            if hit is not None:
+                return hit
+        stored: StoredMemory = run("reading memory", lambda: storage.load(scope))
+        blob, exact = stored.derived, stored.derived_exact
+        if not storage.stores_derived:
+            blob, exact = self._derivation.local(scope, stored.revision), True
+        snapshot = open_snapshot(blob, storage.describe(scope))
+        view = DerivedView.of(stored.memory, snapshot, selector.deriver.made_by, exact=exact)
+        index = selector.index(scope, stored.memory, view=view, revision=stored.revision)
+        if view.missing and stored.revision and self.config.enabled:
+            self._derivation.submit(scope, stored.revision)
+        return stored.memory, index
 
     # -- documents and scopes ---------------------------------------------------------------
 
@@ -158,10 +194,15 @@ class EngineReads:
         self._selector.forget(scope)
 
     def warm_up(self, user_id: str = "default", agent_name: str | None = None) -> None:
-        """Index a user's memory and embed its facts now (blocking): call it at startup for users
-        you expect, so their first model call selects with every channel."""
+        """Build a user's index now (blocking). A memory written by this release needs none
+        (its first model call loads what was derived when it was written); one written
+        before is derived here, every verdict and vector, and stored."""
         scope = self.scope(user_id, agent_name)
-        self._selector.prepare(scope, self._storage.load(scope).memory)
+        _, index = self._current(scope)
+        if index.view is not None and index.view.missing:
+            self._derivation.run_now(scope)
+            self._selector.forget(scope)
+            self._current(scope)
 
     # -- pending work and numbers -----------------------------------------------------------
 
@@ -206,7 +247,8 @@ class EngineReads:
         """The block and what is in it: the guaranteed facts, the relevance picks that fit (with
         their score parts) and the block's tokens. What ``deermem explain`` prints."""
         scope = self.scope(user_id, agent_name)
-        return self._recall.explain(scope, self._storage.load(scope).memory, messages)
+        memory, index = self._current(scope)
+        return self._recall.explain(scope, memory, messages, index=index)
 
     def select_facts(
         self,
@@ -218,7 +260,8 @@ class EngineReads:
     ) -> list[ScoredFact]:
         """The facts most relevant to this conversation, best first, with their score parts."""
         scope = self.scope(user_id, agent_name)
-        return self._recall.select(scope, self._storage.load(scope).memory, messages, top_k)
+        memory, index = self._current(scope)
+        return self._recall.select(scope, memory, messages, top_k, index=index)
 
     def explain_report(
         self, scope: MemoryScope, message: str, *, injection_enabled: bool | None = None
@@ -226,9 +269,9 @@ class EngineReads:
         """Why each fact would or would not be injected for ``message``: the JSON-ready report
         of ``deermem explain`` and the console (:func:`~deermem_middleware.injection.explain.
         explain_report`). Call :meth:`warm_up` first for the embedding channel."""
-        memory = self._storage.load(scope).memory
+        memory, index = self._current(scope)
         return explain_report(
-            self._recall, memory, scope, message, injection_enabled=injection_enabled
+            self._recall, memory, scope, message, injection_enabled=injection_enabled, index=index
         )
 
     # -- the injection ledger ---------------------------------------------------------------

@@ -118,9 +118,12 @@ class EngineTurns(EngineReads):
         with memory tools)."""
         try:
             scope = self.scope(user_id, agent_name)
-            stored = self._hot_path.call("reading memory", lambda: self._storage.load(scope))
-            memory = stored.memory if with_facts else stored.memory.model_copy(update={"facts": ()})
-            rendered = self._recall.explain(scope, memory, messages)
+            memory, index = self._current(scope, self._hot_path.call)
+            if with_facts:
+                rendered = self._recall.explain(scope, memory, messages, index=index)
+            else:
+                summaries = memory.model_copy(update={"facts": ()})
+                rendered = self._recall.explain(scope, summaries, messages, index=index)
         except StorageUnavailable:  # logged once per outage by the guard; the call goes on
             return ""
         except Exception as exc:

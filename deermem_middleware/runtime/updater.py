@@ -136,7 +136,7 @@ class MemoryUpdater:
         clock: Callable[[], datetime] = _utc_now,
         id_factory: Callable[[], str] = new_fact_id,
         max_conflict_retries: int = 200,
-        annotate: Callable[[MemoryScope, Memory], Memory] | None = None,
+        annotate: Callable[[MemoryScope], Callable[[Memory], Memory]] | None = None,
         embed: Embedder | None = None,
     ) -> None:
         self.storage = storage
@@ -336,6 +336,8 @@ class MemoryUpdater:
         state: dict[str, Any] = {"report": ApplyReport(), "already": False}
         said_at = _said_at(new)
         last_turn = new[-1].fingerprint
+        # the injection counts, taken once: each retry after a lost race folds the same in
+        fold = self._annotate(scope) if self._annotate is not None else None
 
         def mutate(current: Memory) -> Memory | None:
             """The update applied to ``current`` (None: these turns are stored already)."""
@@ -360,8 +362,8 @@ class MemoryUpdater:
             )
             state["report"] = report
             state["trimmed_total"] = trimmed_count(memory)
-            if self._annotate is not None:
-                memory = self._annotate(scope, memory)
+            if fold is not None:
+                memory = fold(memory)
             return advance_watermark(
                 memory,
                 job.progress_key,

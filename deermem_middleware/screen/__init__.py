@@ -17,6 +17,7 @@ from deermem_middleware.screen.assess import (
     assess_by_rules,
     assess_memory_text,
 )
+from deermem_middleware.screen.texts import screened_texts, summary_sentences
 from deermem_middleware.screen.version import SCREEN_VERSION
 
 __all__ = [
@@ -25,4 +26,6 @@ __all__ = [
     "TextAssessment",
     "assess_by_rules",
     "assess_memory_text",
+    "screened_texts",
+    "summary_sentences",
 ]

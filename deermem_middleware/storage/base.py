@@ -5,6 +5,20 @@ counter that grows by one on every successful save. ``save`` is compare-and-set:
 when the stored revision still equals ``expected_revision``; otherwise it raises
 :class:`RevisionConflict` and the caller reloads and re-applies. This is what lets several workers
 (threads, processes, hosts) share one memory without losing each other's updates.
+
+Two more promises make a user's first read in a process cheap, on every backend that makes them
+(:attr:`MemoryStorage.stores_derived`; the conformance suite holds each backend to them):
+
+- **Derived data travels with its revision.** ``save(..., derived=bytes)`` stores an opaque
+  blob — what the read path needs of each fact, computed when it was written
+  (:mod:`deermem_middleware.derived`) — atomically with the document; ``load`` hands it back
+  with the revision it was written with (:attr:`StoredMemory.derived_revision`), so a reader
+  knows whether it belongs to the document it got. A backend without it still works: the
+  engine then derives in the background and keeps the result in the process.
+- **The revision alone is cheap.** :meth:`MemoryStorage.revision` answers without reading the
+  document (a ``stat``, one small column), so a warm process asks only that before each model
+  call and rebuilds nothing while it is unchanged; caches are keyed by (scope, revision), never
+  by the identity of the object a backend hands out.
 """
 
 from __future__ import annotations
@@ -33,6 +47,7 @@ __all__ = [
     "DEFAULT_USER",
     "RESERVED_USER",
     "CorruptedMemoryError",
+    "Derive",
     "MemoryScope",
     "MemoryStorage",
     "Mutate",
@@ -41,15 +56,24 @@ __all__ = [
     "StorageError",
     "StoredMemory",
     "is_encodable",
+    "prepare_write",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class StoredMemory:
-    """A loaded document and the revision it was loaded at (0 = never saved)."""
+    """A loaded document and the revision it was loaded at (0 = never saved), with the derived
+    data stored beside it and the revision that data was written with (0: none)."""
 
     memory: Memory
     revision: int
+    derived: bytes | None = None
+    derived_revision: int = 0
+
+    @property
+    def derived_exact(self) -> bool:
+        """True when :attr:`derived` was written with this very revision of the document."""
+        return self.derived is not None and self.derived_revision == self.revision > 0
 
 
 @dataclass
@@ -101,6 +125,11 @@ Mutate = Callable[[Memory], "Memory | None"]
 """A change to a document: the new document, or None (or the document itself) for "nothing to
 write"."""
 
+Derive = Callable[[Memory, StoredMemory], "bytes | None"]
+"""What reads need of a document about to be stored (``memory``; ``stored``: what is stored
+now, whose derived data it may reuse): the derived blob to store with it, or None for none new
+(with an unchanged document: nothing to write)."""
+
 
 class MemoryStorage(ABC):
     """Where memory documents live. Implementations must be thread-safe.
@@ -111,18 +140,33 @@ class MemoryStorage(ABC):
     loop that the updater and the command line share; the file backend runs it under its lock),
     :meth:`purge` (erase a user; backends sweep their own leftovers too), :meth:`journal`
     (where pending captures are recorded), :meth:`setup` and :meth:`close`.
-    Callers never probe for capabilities: every storage has them all.
+    Callers never probe for capabilities: every storage has them all — except
+    :attr:`stores_derived`, which a backend sets when it keeps derived data with its documents.
     """
+
+    stores_derived: bool = False
+    """True when :meth:`save` stores its ``derived`` blob atomically with the document and
+    :meth:`load` hands it back (see the module docstring). False: ``derived`` is never passed."""
 
     @abstractmethod
     def load(self, scope: MemoryScope) -> StoredMemory:
         """The document of ``scope`` (an empty one at revision 0 when there is none)."""
 
     @abstractmethod
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self,
+        scope: MemoryScope,
+        memory: Memory,
+        expected_revision: int,
+        *,
+        derived: bytes | None = None,
+    ) -> int:
         """Store ``memory`` if the stored revision is ``expected_revision``; return the new one.
+        With :attr:`stores_derived`, ``derived`` is stored with it, in the same atomic step
+        (None: the document has none; whatever was stored before stays, marked with the
+        revision it was written for).
 
-        Raises :class:`RevisionConflict` otherwise.
+        Raises :class:`RevisionConflict` otherwise (nothing written, ``derived`` included).
         """
 
     @abstractmethod
@@ -132,6 +176,12 @@ class MemoryStorage(ABC):
     @abstractmethod
     def list_scopes(self) -> list[MemoryScope]:
         """Every scope that has a stored document."""
+
+    def revision(self, scope: MemoryScope) -> int:
+        """The stored revision of ``scope`` (0: no document), without reading the document
+        where the backend can: what a warm reader asks before each model call. Default: a
+        :meth:`load`."""
+        return self.load(scope).revision
 
     @property
     def innermost(self) -> MemoryStorage:
@@ -143,20 +193,32 @@ class MemoryStorage(ABC):
         """Where the document of ``scope`` lives, for people (a path, a table key)."""
         return f"{type(self).__name__}: user {scope.user_id!r}, agent {scope.agent_name!r}"
 
-    def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = 200) -> int:
+    def update(
+        self,
+        scope: MemoryScope,
+        mutate: Mutate,
+        *,
+        max_conflicts: int = 200,
+        derive: Derive | None = None,
+    ) -> int:
         """Load, ``mutate`` and save at the loaded revision, as one atomic step: when another
         writer saved first, reload and ``mutate`` again (jittered, growing back-off, so
         competing writers stop colliding). Returns the revision after the call; ``mutate``
-        returning None or the document itself writes nothing. Raises :class:`RevisionConflict`
-        after ``max_conflicts`` lost races, and whatever ``mutate`` raises (nothing written)."""
+        returning None or the document itself writes nothing — unless ``derive`` (used only
+        with :attr:`stores_derived`) has new derived data for it, which is then stored with
+        the same document. Raises :class:`RevisionConflict` after ``max_conflicts`` lost
+        races, and whatever ``mutate`` raises (nothing written)."""
         stored = self.load(scope)
         conflicts = 0
         while True:
-            changed = mutate(stored.memory)
-            if changed is None or changed is stored.memory:
+            step = prepare_write(self, stored, mutate, derive)
+            if step is None:
                 return stored.revision
+            memory, derived = step
             try:
-                return self.save(scope, changed, stored.revision)
+                if derived is None:
+                    return self.save(scope, memory, stored.revision)
+                return self.save(scope, memory, stored.revision, derived=derived)
             except RevisionConflict:
                 conflicts += 1
                 if conflicts > max_conflicts:
@@ -192,3 +254,21 @@ class MemoryStorage(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Release what the storage opened (a connection pool). Default: nothing."""
+
+
+def prepare_write(
+    storage: MemoryStorage, stored: StoredMemory, mutate: Mutate, derive: Derive | None
+) -> tuple[Memory, bytes | None] | None:
+    """One step of :meth:`MemoryStorage.update`: the document to save and its derived blob, or
+    None when there is nothing to write (the document unchanged and nothing new derived).
+    Backends that run their own update loop (under a lock) call it too."""
+    changed = mutate(stored.memory)
+    same = changed is None or changed is stored.memory
+    memory = stored.memory if same else changed
+    assert memory is not None
+    derived = None
+    if derive is not None and storage.stores_derived and (not same or stored.revision > 0):
+        derived = derive(memory, stored)
+    if same and derived is None:
+        return None
+    return memory, derived

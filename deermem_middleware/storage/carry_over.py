@@ -49,6 +49,7 @@ from deermem_middleware.formats.deerflow_paths import AGENT_NAME_PATTERN, USER_I
 from deermem_middleware.formats.importing import ImportChange, log_import_cuts
 from deermem_middleware.memory.document import CarriedOver, Memory, utc_now_iso
 from deermem_middleware.storage.base import (
+    Derive,
     MemoryScope,
     MemoryStorage,
     Mutate,
@@ -266,13 +267,37 @@ class CarryOverStorage(MemoryStorage):
         self.ensure(scope)
         return self.inner.load(scope)
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
-        self.ensure(scope)
-        return self.inner.save(scope, memory, expected_revision)
+    @property
+    def stores_derived(self) -> bool:  # type: ignore[override]
+        return self.inner.stores_derived
 
-    def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = 200) -> int:
+    def revision(self, scope: MemoryScope) -> int:
         self.ensure(scope)
-        return self.inner.update(scope, mutate, max_conflicts=max_conflicts)
+        return self.inner.revision(scope)
+
+    def save(
+        self,
+        scope: MemoryScope,
+        memory: Memory,
+        expected_revision: int,
+        *,
+        derived: bytes | None = None,
+    ) -> int:
+        self.ensure(scope)
+        if derived is None:
+            return self.inner.save(scope, memory, expected_revision)
+        return self.inner.save(scope, memory, expected_revision, derived=derived)
+
+    def update(
+        self,
+        scope: MemoryScope,
+        mutate: Mutate,
+        *,
+        max_conflicts: int = 200,
+        derive: Derive | None = None,
+    ) -> int:
+        self.ensure(scope)
+        return self.inner.update(scope, mutate, max_conflicts=max_conflicts, derive=derive)
 
     def delete(self, scope: MemoryScope) -> bool:
         return self.inner.delete(scope)

@@ -11,8 +11,13 @@ own user and agent ids). Each save
    ``fsync``s the folder — a crash at any moment leaves either the old or the new document, never
    a torn one.
 
-Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size); documents are frozen
-models, so the cached object is shared safely.
+Reads are cached by the file's identity (inode, mtime_ns, ctime_ns, size), for the most
+recently read documents (:data:`CACHE_DOCUMENTS`); documents are frozen models, so the cached
+object is shared safely. :meth:`JSONFileStorage.revision` answers from a ``stat`` (and, for a
+document this process has not read, the file's first bytes, where the revision is written).
+
+**Derived data** lives in a sidecar per revision, written before the document (see
+:mod:`.json_derived`).
 
 A document whose facts do not all validate is read one fact at a time (see
 :func:`~deermem_middleware.formats.interchange.repair_document`): what DeerFlow's loaders accept
@@ -33,6 +38,7 @@ import os
 import re
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from glob import escape as glob_escape
@@ -44,15 +50,23 @@ from pydantic import ValidationError
 from deermem_middleware.memory.document import DocumentFormatError, Memory, parse_document_json
 from deermem_middleware.storage.base import (
     CorruptedMemoryError,
+    Derive,
     MemoryScope,
     MemoryStorage,
     Mutate,
     PurgeReceipt,
     RevisionConflict,
     StoredMemory,
+    prepare_write,
 )
 from deermem_middleware.storage.file_journal import FileJournal
 from deermem_middleware.storage.journal import PendingJournal
+from deermem_middleware.storage.json_derived import (
+    DERIVED_SUFFIX,
+    derived_path,
+    remove_derived,
+    with_derived,
+)
 from deermem_middleware.storage.names import decode_name, encode_name, file_name
 
 try:  # POSIX only; elsewhere the in-process lock still applies
@@ -70,7 +84,11 @@ SCOPE_KEY = "scope"
 
 
 _QUARANTINED = re.compile(r"\.corrupted-\d{8}T\d{12}Z")
-_TEMP = re.compile(r"\.[A-Za-z0-9_]+\.tmp")
+_TEMP = re.compile(r"(?:\.derived-\d{1,19})?\.[A-Za-z0-9_]+\.tmp")
+_HEAD_REVISION = re.compile(rb'\A\s*\{\s*"revision"\s*:\s*(\d{1,19})\s*[,}]')
+
+CACHE_DOCUMENTS = 256
+"""Documents (with their derived data) kept read in the process, most recently used first."""
 
 
 def is_file_of(name: str, document: str) -> bool:
@@ -78,11 +96,14 @@ def is_file_of(name: str, document: str) -> bool:
     writes beside it: its ``.lock``, a quarantined ``.corrupted-<UTC time>`` copy, a
     ``.<document>.<random>.tmp`` write in progress. Exact shapes, not a prefix: agent
     ``coder``'s ``coder.json.`` prefix also starts agent ``coder.json``'s document
-    (``coder.json.json``) and agent ``coder.json.v2``'s, and forgetting ``coder`` deleted them."""
+    (``coder.json.json``) and agent ``coder.json.v2``'s, and forgetting ``coder`` deleted them.
+    Its derived data (``.derived-<revision>``) belongs to it too."""
     if name in (document, f"{document}.lock"):
         return True
     if name.startswith(f"{document}."):
-        return _QUARANTINED.fullmatch(name[len(document) :]) is not None
+        rest = name[len(document) :]
+        quarantined = _QUARANTINED.fullmatch(rest) is not None
+        return quarantined or DERIVED_SUFFIX.fullmatch(rest) is not None
     if name.startswith(f".{document}."):
         return _TEMP.fullmatch(name[len(document) + 1 :]) is not None
     return False
@@ -94,6 +115,8 @@ def _file_key(stat: os.stat_result) -> tuple[int, int, int, int]:
 
 class JSONFileStorage(MemoryStorage):
     """Memory documents as JSON files under ``root`` (see the module docstring)."""
+
+    stores_derived = True
 
     def __init__(
         self,
@@ -111,7 +134,9 @@ class JSONFileStorage(MemoryStorage):
         """Where :meth:`journal` keeps pending captures (swept by :meth:`purge`)."""
         self._fsync = fsync
         self.on_corruption = on_corruption
-        self._cache: dict[Path, tuple[tuple[int, int, int, int], StoredMemory]] = {}
+        self._cache: OrderedDict[Path, tuple[tuple[int, int, int, int], StoredMemory]] = (
+            OrderedDict()
+        )
         self._cache_lock = threading.Lock()
         self._path_locks: dict[Path, threading.Lock] = {}
 
@@ -136,6 +161,8 @@ class JSONFileStorage(MemoryStorage):
         key = _file_key(stat)
         with self._cache_lock:
             cached = self._cache.get(path)
+            if cached is not None:
+                self._cache.move_to_end(path)
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
@@ -147,9 +174,37 @@ class JSONFileStorage(MemoryStorage):
                 stored, key = self._read_or_quarantine(path, scope)
         if stored is None:
             return StoredMemory(Memory(), 0)
+        self._remember(path, key, stored)
+        return stored
+
+    def _remember(self, path: Path, key: tuple[int, int, int, int], stored: StoredMemory) -> None:
         with self._cache_lock:
             self._cache[path] = (key, stored)
-        return stored
+            self._cache.move_to_end(path)
+            while len(self._cache) > CACHE_DOCUMENTS:
+                self._cache.popitem(last=False)
+
+    def revision(self, scope: MemoryScope) -> int:
+        """From a ``stat`` when this process read the document as it is; else from the
+        file's first bytes, where every document this storage writes starts with its revision
+        (a full read when they do not say)."""
+        path = self.path_for(scope)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return 0
+        key = _file_key(stat)
+        with self._cache_lock:
+            cached = self._cache.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1].revision
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(256)
+        except FileNotFoundError:
+            return 0
+        found = _HEAD_REVISION.match(head)
+        return int(found.group(1)) if found else self.load(scope).revision
 
     def _read(self, path: Path) -> tuple[StoredMemory | None, tuple[int, int, int, int]]:
         try:
@@ -158,7 +213,7 @@ class JSONFileStorage(MemoryStorage):
                 raw = handle.read()
         except FileNotFoundError:
             return None, (0, 0, 0, 0)
-        return self._parse(path, raw), key
+        return with_derived(path, self._parse(path, raw)), key
 
     def _read_or_quarantine(
         self, path: Path, scope: MemoryScope
@@ -176,6 +231,7 @@ class JSONFileStorage(MemoryStorage):
                 self._fsync_dir(path.parent)
             with self._cache_lock:
                 self._cache.pop(path, None)
+            remove_derived(path, keep=())
             logger.error(
                 "memory of user %r / agent %r: %s; it was moved aside to %s (kept for inspection) "
                 "and the user starts from an empty memory",
@@ -245,39 +301,59 @@ class JSONFileStorage(MemoryStorage):
             finally:
                 os.close(fd)  # closing releases the flock
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self,
+        scope: MemoryScope,
+        memory: Memory,
+        expected_revision: int,
+        *,
+        derived: bytes | None = None,
+    ) -> int:
         path = self.path_for(scope)
         with self._locked(path):
             current, key = self._read_or_quarantine(path, scope)  # never overwrites a bad file
             actual = current.revision if current is not None else 0
             if actual != expected_revision:
                 if current is not None:  # what we just read is the freshest: the retry uses it
-                    with self._cache_lock:
-                        self._cache[path] = (key, current)
+                    self._remember(path, key, current)
                 raise RevisionConflict(scope, expected_revision, actual)
-            return self._store_locked(scope, path, memory, actual + 1)
+            return self._store_locked(scope, path, memory, actual + 1, derived)
 
-    def update(self, scope: MemoryScope, mutate: Mutate, *, max_conflicts: int = 200) -> int:
+    def update(
+        self,
+        scope: MemoryScope,
+        mutate: Mutate,
+        *,
+        max_conflicts: int = 200,
+        derive: Derive | None = None,
+    ) -> int:
         """Read, ``mutate`` and write the document under the file lock, as one step: writers in
         other processes wait instead of conflicting (``max_conflicts`` is never reached).
-        ``mutate`` returning None or the document itself writes nothing. Returns the revision
-        after the call."""
+        ``mutate`` returning None or the document itself writes nothing (unless ``derive`` has
+        new derived data for it). Returns the revision after the call."""
         path = self.path_for(scope)
         with self._locked(path):
             current, _ = self._read_or_quarantine(path, scope)
-            revision = current.revision if current is not None else 0
-            before = current.memory if current is not None else Memory()
-            memory = mutate(before)
-            if memory is None or memory is before:
-                return revision
-            return self._store_locked(scope, path, memory, revision + 1)
+            stored = current if current is not None else StoredMemory(Memory(), 0)
+            step = prepare_write(self, stored, mutate, derive)
+            if step is None:
+                return stored.revision
+            memory, derived = step
+            return self._store_locked(scope, path, memory, stored.revision + 1, derived)
 
     def journal(self, *, fsync: bool = False) -> PendingJournal:
         """One file per pending thread under :attr:`pending_root` (see
         :mod:`deermem_middleware.storage.journal`)."""
         return FileJournal(self.pending_root, fsync=fsync)
 
-    def _store_locked(self, scope: MemoryScope, path: Path, memory: Memory, revision: int) -> int:
+    def _store_locked(
+        self,
+        scope: MemoryScope,
+        path: Path,
+        memory: Memory,
+        revision: int,
+        derived: bytes | None = None,
+    ) -> int:
         document: dict[str, Any] = {
             REVISION_KEY: revision,
             SCOPE_KEY: {"user_id": scope.user_id, "agent_name": scope.agent_name},
@@ -285,14 +361,19 @@ class JSONFileStorage(MemoryStorage):
         }
         payload = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8")
         self._remove_orphan_temps(path)
+        if derived is not None:  # first: a document never names a revision without its data
+            self._write_atomically(derived_path(path, revision), derived)
         self._write_atomically(path, payload)
-        stored = StoredMemory(memory, revision)
+        if derived is not None:
+            remove_derived(path, keep=(revision, revision - 1))
+            stored = StoredMemory(memory, revision, derived, revision)
+        else:
+            stored = with_derived(path, StoredMemory(memory, revision))
         try:
             key = _file_key(path.stat())
         except FileNotFoundError:  # pragma: no cover - deleted under our feet
             return revision
-        with self._cache_lock:
-            self._cache[path] = (key, stored)
+        self._remember(path, key, stored)
         return revision
 
     @staticmethod
@@ -339,6 +420,7 @@ class JSONFileStorage(MemoryStorage):
         with self._locked(path):
             with self._cache_lock:
                 self._cache.pop(path, None)
+            remove_derived(path, keep=())
             try:
                 path.unlink()
             except FileNotFoundError:

@@ -335,7 +335,7 @@ def captured(
     holder releases it when done, and the new turns wait for it) and, while nobody has claimed
     the pending turns, the time the oldest of them was captured (``max_wait_seconds`` counts
     from it, whichever replica took which turn). PostgreSQL does the same in one statement
-    (``_PostgresWriter.capture_pending``). ``version``: stamp it too (one copy, not two: this
+    (``PostgresWriter.capture_pending``). ``version``: stamp it too (one copy, not two: this
     is on the agent's path)."""
     claim, first = new.claim, new.first
     if old is not None:

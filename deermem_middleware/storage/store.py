@@ -18,11 +18,18 @@ Layout (namespace labels percent-encode ``.``, which the store reserves):
 - ``(<prefix>, "memory", <user>, <agent>)`` key ``document``:
   ``{"revision": n, "scope": {...}, "document": <the memory document>}`` — profile, facts and
   per-thread watermarks in one item, so an update and its watermark commit together;
+- the same namespace, key ``derived``: ``{"revision": n, "data": <base64>}`` — what reads need
+  of each fact (:mod:`deermem_middleware.derived`), written in the same statement (PostgreSQL),
+  transaction (SQLite) or lock (``InMemoryStore``) as the document of revision ``n``. A second
+  item, not a field of the first, so that the revision check before each model call
+  (``value->>'revision'``) never reads it;
 - ``(<prefix>, "pending", <user>, <agent>)`` key ``<thread>``: the pending-work journal.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import threading
 from collections import OrderedDict
@@ -34,8 +41,10 @@ from pydantic import ValidationError
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage.base import (
     CorruptedMemoryError,
+    Derive,
     MemoryScope,
     MemoryStorage,
+    Mutate,
     PurgeReceipt,
     RevisionConflict,
     StoredMemory,
@@ -60,6 +69,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DOCUMENT_KEY = "document"
+DERIVED_KEY = "derived"
+CACHE_DOCUMENTS = 256
+"""Documents (with their derived data) kept read in the process, most recently used first."""
 
 
 def _aside_key() -> str:
@@ -69,6 +81,8 @@ def _aside_key() -> str:
 
 class StoreStorage(MemoryStorage):
     """Memory documents in a LangGraph ``BaseStore`` (see the module docstring)."""
+
+    stores_derived = True
 
     def __init__(
         self,
@@ -91,7 +105,7 @@ class StoreStorage(MemoryStorage):
         # the selection index (cached by document identity) is reused across model calls
         self._cache: OrderedDict[MemoryScope, StoredMemory] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._cache_size = 1024
+        self._cache_size = CACHE_DOCUMENTS
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -124,6 +138,10 @@ class StoreStorage(MemoryStorage):
     def _forget_cached(self, scope: MemoryScope) -> None:
         with self._cache_lock:
             self._cache.pop(scope, None)
+
+    def revision(self, scope: MemoryScope) -> int:
+        """The ``revision`` field alone (one indexed row, the document not sent)."""
+        return self._writer.revision_of(self.namespace(scope), DOCUMENT_KEY) or 0
 
     def load(self, scope: MemoryScope) -> StoredMemory:
         cached = self._cached(scope)
@@ -160,7 +178,8 @@ class StoreStorage(MemoryStorage):
             return None
 
     def _load_fresh(self, scope: MemoryScope) -> StoredMemory:
-        item = self._read(self.namespace(scope))
+        namespace = self.namespace(scope)
+        item = self._read(namespace)
         if item is None:
             return StoredMemory(Memory(), 0)
         value = item.value
@@ -171,7 +190,25 @@ class StoreStorage(MemoryStorage):
             memory = Memory.from_json_dict(value["document"])
         except (KeyError, TypeError, ValueError, ValidationError) as exc:
             return self._quarantine(scope, value, f"{type(exc).__name__}: {exc}")
-        return StoredMemory(memory, revision)
+        derived, derived_revision = self._derived(namespace)
+        return StoredMemory(memory, revision, derived, derived_revision)
+
+    def _derived(self, namespace: tuple[str, ...]) -> tuple[bytes | None, int]:
+        """The derived data stored beside a document and its revision ((None, 0): none, or
+        unreadable — derived again, never a failed read)."""
+        try:
+            item = self.store.get(namespace, DERIVED_KEY)
+        except (ValueError, RecursionError):
+            item = None
+        if item is None or not isinstance(item.value, dict):
+            return None, 0
+        revision, data = item.value.get("revision"), item.value.get("data")
+        if isinstance(revision, bool) or not isinstance(revision, int) or not isinstance(data, str):
+            return None, 0
+        try:
+            return base64.b64decode(data, validate=True), revision
+        except (binascii.Error, ValueError):
+            return None, 0
 
     def _quarantine(self, scope: MemoryScope, value: Any, reason: str) -> StoredMemory:
         """Keep a document that does not validate aside (never overwrite it) and start empty."""
@@ -198,23 +235,47 @@ class StoreStorage(MemoryStorage):
             return StoredMemory(Memory(), 0)
         raise CorruptedMemoryError(where, reason)  # changed under us: let the caller retry
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self,
+        scope: MemoryScope,
+        memory: Memory,
+        expected_revision: int,
+        *,
+        derived: bytes | None = None,
+    ) -> int:
         revision = expected_revision + 1
         value = {
             "revision": revision,
             "scope": {"user_id": scope.user_id, "agent_name": scope.agent_name},
             "document": memory.to_json_dict(),
         }
+        also = None
+        if derived is not None:
+            data = base64.b64encode(derived).decode("ascii")
+            also = (DERIVED_KEY, {"revision": revision, "data": data})
         namespace = self.namespace(scope)
         if expected_revision == 0:
-            ok = self._writer.insert_new(namespace, DOCUMENT_KEY, value)
+            ok = self._writer.insert_new(namespace, DOCUMENT_KEY, value, also)
         else:
-            ok = self._writer.replace_if(namespace, DOCUMENT_KEY, value, expected_revision)
+            ok = self._writer.replace_if(namespace, DOCUMENT_KEY, value, expected_revision, also)
         if not ok:
             actual = self.load(scope).revision
             raise RevisionConflict(scope, expected_revision, actual)
-        self._remember(scope, StoredMemory(memory, revision))
+        if derived is not None:
+            self._remember(scope, StoredMemory(memory, revision, derived, revision))
+        else:  # the stored derived data (of an older revision) is read with the next load
+            self._forget_cached(scope)
         return revision
+
+    def update(
+        self,
+        scope: MemoryScope,
+        mutate: Mutate,
+        *,
+        max_conflicts: int = 200,
+        derive: Derive | None = None,
+    ) -> int:
+        return super().update(scope, mutate, max_conflicts=max_conflicts, derive=derive)
 
     def delete(self, scope: MemoryScope) -> bool:
         namespace = self.namespace(scope)
@@ -223,6 +284,7 @@ class StoreStorage(MemoryStorage):
         except (ValueError, RecursionError):  # undecodable, but there: deleted all the same
             existed = True
         self.store.delete(namespace, DOCUMENT_KEY)
+        self.store.delete(namespace, DERIVED_KEY)
         self._forget_cached(scope)
         return existed
 

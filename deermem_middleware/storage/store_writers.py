@@ -16,7 +16,9 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Literal, Protocol
 
-__all__ = ["Consistency", "writer_for"]
+from deermem_middleware.storage.store_postgres import Also, PostgresWriter
+
+__all__ = ["Also", "Consistency", "writer_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,14 +32,22 @@ class Writer(Protocol):
     atomic: bool
     shared: bool
 
-    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
-        """Store ``value`` if no item exists; False when one does."""
+    def insert_new(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], also: Also = None
+    ) -> bool:
+        """Store ``value`` (and ``also``) if no item exists; False when one does."""
         ...
 
     def replace_if(
-        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        revision: int,
+        also: Also = None,
     ) -> bool:
-        """Replace the item if its ``revision`` equals ``revision``; False otherwise."""
+        """Replace the item (and write ``also``) if its ``revision`` equals ``revision``;
+        False otherwise (nothing written)."""
         ...
 
     def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
@@ -104,20 +114,31 @@ class _LockedWriter:
         value = item.value
         return int(value.get("revision", 0)) if isinstance(value, dict) else 0
 
-    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+    def insert_new(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], also: Also = None
+    ) -> bool:
         with self._lock:
             if self.store.get(namespace, key) is not None:
                 return False
             self.store.put(namespace, key, value, index=False)
+            if also is not None:
+                self.store.put(namespace, also[0], also[1], index=False)
             return True
 
     def replace_if(
-        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        revision: int,
+        also: Also = None,
     ) -> bool:
         with self._lock:
             if self._revision(namespace, key) != revision:
                 return False
             self.store.put(namespace, key, value, index=False)
+            if also is not None:
+                self.store.put(namespace, also[0], also[1], index=False)
             return True
 
     def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
@@ -162,159 +183,6 @@ class _LockedWriter:
             return True
 
 
-_CAPTURE_SQL = """
-INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)
-ON CONFLICT (prefix, key) DO UPDATE SET
-    value = EXCLUDED.value || CASE
-        WHEN jsonb_typeof(store.value->'claim') = 'object' THEN jsonb_build_object(
-            'claim', store.value->'claim',
-            'orphan_at', store.value->'claim'->'until')
-        ELSE jsonb_build_object(
-            'first', LEAST(EXCLUDED.value->'first', store.value->'first', store.value->'created'))
-    END,
-    updated_at = CURRENT_TIMESTAMP
-"""
-
-_ORPHANS_SQL = """
-SELECT prefix, key, value FROM store
-WHERE prefix LIKE %s ESCAPE '\\'
-  AND CASE WHEN jsonb_typeof(value->'orphan_at') = 'number'
-           THEN (value->>'orphan_at')::float8 <= %s ELSE true END
-LIMIT 10000
-"""
-
-
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _atomic(connection: Any) -> Any:
-    """Nothing on an autocommit connection (each statement commits), else a transaction."""
-    return contextlib.nullcontext() if connection.autocommit else connection.transaction()
-
-
-class _PostgresWriter:
-    """Conditional statements on ``PostgresStore``'s table, through its connection or pool."""
-
-    atomic = True
-    shared = True
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    @contextlib.contextmanager
-    def _cursor(self) -> Iterator[Any]:
-        """A cursor for one statement. Every statement here is atomic on its own: on an
-        autocommit connection (ours always are) it runs without ``BEGIN``/``COMMIT`` around it
-        — two round trips fewer, a sixth of a capture's journal write on loopback."""
-        conn = self.store.conn
-        if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool: thread-safe
-            with conn.connection() as connection, _atomic(connection), connection.cursor() as cur:
-                yield cur
-        else:  # one connection shared with the store: serialise on the store's own lock
-            with self.store.lock, _atomic(conn), conn.cursor() as cur:
-                yield cur
-
-    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
-        from psycopg.types.json import Jsonb
-
-        with self._cursor() as cur:
-            cur.execute(
-                "INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s) "
-                "ON CONFLICT (prefix, key) DO NOTHING",
-                (".".join(namespace), key, Jsonb(value)),
-            )
-            return bool(cur.rowcount == 1)
-
-    def replace_if(
-        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
-    ) -> bool:
-        from psycopg.types.json import Jsonb
-
-        with self._cursor() as cur:
-            cur.execute(
-                "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
-                "WHERE prefix = %s AND key = %s AND (value->>'revision')::bigint = %s",
-                (Jsonb(value), ".".join(namespace), key, revision),
-            )
-            return bool(cur.rowcount == 1)
-
-    def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
-        with self._cursor() as cur:
-            cur.execute(
-                "DELETE FROM store WHERE prefix = %s AND key = %s "
-                "AND COALESCE(value->>%s, '') = %s",
-                (".".join(namespace), key, field, expected),
-            )
-            return bool(cur.rowcount == 1)
-
-    def replace_where(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: dict[str, Any],
-        field: str,
-        expected: str,
-    ) -> bool:
-        from psycopg.types.json import Jsonb
-
-        with self._cursor() as cur:
-            cur.execute(
-                "UPDATE store SET value = %s, updated_at = CURRENT_TIMESTAMP "
-                "WHERE prefix = %s AND key = %s AND COALESCE(value->>%s, '') = %s",
-                (Jsonb(value), ".".join(namespace), key, field, expected),
-            )
-            return bool(cur.rowcount == 1)
-
-    def capture_pending(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
-        """A journal entry's capture in one statement, on the agent's path: the new capture,
-        keeping the stored entry's claim — or, unclaimed, the time its oldest pending turns
-        were captured (what :func:`~deermem_middleware.storage.pending.captured` does)."""
-        from psycopg.types.json import Jsonb
-
-        with self._cursor() as cur:
-            cur.execute(_CAPTURE_SQL, (".".join(namespace), key, Jsonb(value)))
-
-    def pending_orphans(self, prefix: tuple[str, ...], now: float) -> list[dict[str, Any]]:
-        """The values under ``prefix`` whose ``orphan_at`` is at or before ``now`` (or that
-        have none: entries written before it existed), with ``namespace`` and ``key`` added."""
-        pattern = _like_escape(".".join(prefix)) + ".%"
-        with self._cursor() as cur:
-            cur.execute(_ORPHANS_SQL, (pattern, now))
-            rows = cur.fetchall()
-        found = []
-        for row in rows:
-            prefix_text, key, value = (
-                (row["prefix"], row["key"], row["value"]) if isinstance(row, dict) else row
-            )
-            if isinstance(value, str | bytes):
-                value = json.loads(value)
-            found.append({"namespace": tuple(prefix_text.split(".")), "key": key, "value": value})
-        return found
-
-    def set_aside(self, namespace: tuple[str, ...], key: str, aside: str, reason: str) -> bool:
-        with self._cursor() as cur:
-            cur.execute(
-                "UPDATE store SET key = %s, value = jsonb_build_object('reason', %s::text, "
-                "'raw', value::text), updated_at = CURRENT_TIMESTAMP "
-                "WHERE prefix = %s AND key = %s",
-                (aside, reason, ".".join(namespace), key),
-            )
-            return bool(cur.rowcount == 1)
-
-    def revision_of(self, namespace: tuple[str, ...], key: str) -> int | None:
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT (value->>'revision')::bigint FROM store WHERE prefix = %s AND key = %s",
-                (".".join(namespace), key),
-            )
-            row = cur.fetchone()
-        if row is None:
-            return None
-        value = next(iter(row.values())) if isinstance(row, dict) else row[0]
-        return None if value is None else int(value)
-
-
 class _SqliteWriter:
     """Conditional statements on ``SqliteStore``'s table (the database file lock makes them
     atomic across processes)."""
@@ -338,16 +206,26 @@ class _SqliteWriter:
                 raise
             conn.execute("COMMIT")
 
-    def insert_new(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> bool:
+    def insert_new(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], also: Also = None
+    ) -> bool:
         with self._transaction() as conn:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO store (prefix, key, value) VALUES (?, ?, ?)",
                 (".".join(namespace), key, json.dumps(value, ensure_ascii=False)),
             )
-            return bool(cur.rowcount == 1)
+            done = bool(cur.rowcount == 1)
+            if done and also is not None:
+                self._put(conn, namespace, also)
+            return done
 
     def replace_if(
-        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], revision: int
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        revision: int,
+        also: Also = None,
     ) -> bool:
         with self._transaction() as conn:
             cur = conn.execute(
@@ -355,7 +233,19 @@ class _SqliteWriter:
                 "WHERE prefix = ? AND key = ? AND json_extract(value, '$.revision') = ?",
                 (json.dumps(value, ensure_ascii=False), ".".join(namespace), key, revision),
             )
-            return bool(cur.rowcount == 1)
+            done = bool(cur.rowcount == 1)
+            if done and also is not None:
+                self._put(conn, namespace, also)
+            return done
+
+    @staticmethod
+    def _put(conn: Any, namespace: tuple[str, ...], item: tuple[str, dict[str, Any]]) -> None:
+        conn.execute(
+            "INSERT INTO store (prefix, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (prefix, key) DO UPDATE SET value = excluded.value, "
+            "updated_at = CURRENT_TIMESTAMP",
+            (".".join(namespace), item[0], json.dumps(item[1], ensure_ascii=False)),
+        )
 
     def delete_if(self, namespace: tuple[str, ...], key: str, field: str, expected: str) -> bool:
         with self._transaction() as conn:
@@ -425,7 +315,7 @@ def writer_for(store: Any, consistency: Consistency) -> Writer:
     kind = type(store)
     names = {c.__module__ + "." + c.__name__ for c in kind.__mro__}
     if "langgraph.store.postgres.base.PostgresStore" in names:
-        return _PostgresWriter(store)
+        return PostgresWriter(store)
     if "langgraph.store.sqlite.base.SqliteStore" in names:
         return _SqliteWriter(store)
     if "langgraph.store.memory.InMemoryStore" in names:

@@ -59,6 +59,10 @@ class Capabilities:
     stored_text: bool = False
     """Documents are stored as text the backend decodes itself, so a text that no JSON parser
     accepts (a 5,000-digit number, nesting 3,000 deep) can be found there."""
+    derived: bool = True
+    """``save(..., derived=...)`` stores derived data atomically with the document and ``load``
+    hands it back with its revision (``stores_derived``): every backend here does; a third-party
+    backend without it still works, and the engine derives in its process."""
 
 
 CAPABILITIES: dict[str, Capabilities] = {

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -313,7 +314,9 @@ def test_edits_are_compare_and_set_and_retry_on_conflict(
     real_save = StoreStorage.save
     raced: list[int] = []
 
-    def racing_save(self: StoreStorage, scope: MemoryScope, memory: Memory, expected: int) -> int:
+    def racing_save(
+        self: StoreStorage, scope: MemoryScope, memory: Memory, expected: int, **kw: Any
+    ) -> int:
         if not raced:
             current = self.load(scope)
             agent_fact = _fact("fact_agent", "Learnt by an agent meanwhile")
@@ -327,7 +330,7 @@ def test_edits_are_compare_and_set_and_retry_on_conflict(
                     current.revision,
                 )
             )
-        return real_save(self, scope, memory, expected)
+        return real_save(self, scope, memory, expected, **kw)
 
     monkeypatch.setattr(StoreStorage, "save", racing_save)
     assert _run(config_path, "fact", "add", "Prefers tea", "--user", "alice") == 0

@@ -155,7 +155,9 @@ class RacingStorage(InMemoryStorage):
         super().__init__()
         self.raced = False
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
+    ) -> int:
         if not self.raced:
             self.raced = True
             current = super().load(scope)
@@ -168,7 +170,7 @@ class RacingStorage(InMemoryStorage):
                 id_factory=lambda: "fact_other",
             )
             super().save(scope, theirs, current.revision)
-        return super().save(scope, memory, expected_revision)
+        return super().save(scope, memory, expected_revision, **kw)
 
 
 @pytest.fixture
@@ -206,11 +208,13 @@ class FailingOnceStorage(InMemoryStorage):
         super().__init__()
         self.failed = False
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
+    ) -> int:
         if not self.failed:
             self.failed = True
             raise OSError("read-only file system")
-        return super().save(scope, memory, expected_revision)
+        return super().save(scope, memory, expected_revision, **kw)
 
     def load(self, scope: MemoryScope) -> StoredMemory:
         return super().load(scope)

@@ -461,7 +461,7 @@ def test_lost_races_and_unreadable_memory_raise_deerflows_errors(
     storage = manager.service._storage.innermost  # under the DeerFlow carry-over
     _, fact_id = manager.create_fact("User plays chess", "context", 0.8)
 
-    def always_behind(scope: Any, memory: Any, expected_revision: int) -> int:
+    def always_behind(scope: Any, memory: Any, expected_revision: int, **kw: Any) -> int:
         raise RevisionConflict(scope, expected_revision, expected_revision + 1)
 
     monkeypatch.setattr(storage, "save", always_behind)

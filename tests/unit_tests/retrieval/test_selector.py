@@ -488,19 +488,20 @@ def test_query_vectors_are_cached_per_message() -> None:
     assert model.query_calls == 1
 
 
-def test_facts_are_embedded_in_the_background_meanwhile_lexical() -> None:
+def test_a_document_without_derived_vectors_is_ranked_lexically_never_embedded_on_the_read() -> (
+    None
+):
+    """The read path embeds no fact: without derived vectors a document is ranked lexically;
+    deriving (here ``prepare``) embeds each text once, and a new revision only its new text."""
     model = ConceptEmbeddings()
-    model.release.clear()  # hold the embedding worker
-    store = EmbeddingStore(model)
-    selector = FactSelector(embeddings=store)
+    selector = FactSelector(embeddings=EmbeddingStore(model))
     memory = memory_of(*SEMANTIC_FACTS)
     first = selector.select("u", memory, "Any pets?", top_k=1)
-    assert first[0].semantic is None and first[0].relevance == 0  # lexical while embedding
-    model.release.set()
-    store.close()  # waits for the worker
+    assert first[0].semantic is None and first[0].relevance == 0  # lexical: nothing derived
+    assert model.document_calls == []  # and nothing embedded on the read
+    selector.prepare("u", memory)
     picked = selector.select("u", memory, "Any pets?", top_k=1)
     assert picked[0].fact.content == "Melanie has a puppy"
-    # a new revision embeds only its new fact
     grown = memory.model_copy(update={"facts": (*memory.facts, make_fact(9, "Melanie drinks tea"))})
     selector.prepare("u", grown)
     assert model.document_calls == [3, 1]
@@ -508,13 +509,12 @@ def test_facts_are_embedded_in_the_background_meanwhile_lexical() -> None:
 
 def test_failing_embeddings_fall_back_to_lexical(caplog: pytest.LogCaptureFixture) -> None:
     model = ConceptEmbeddings(fail=True)
-    store = EmbeddingStore(model)
-    selector = FactSelector(embeddings=store)
+    selector = FactSelector(embeddings=EmbeddingStore(model))
     memory = memory_of("User has a dog named Biscuit", "User likes tea")
     with caplog.at_level(logging.WARNING):
-        selector.select("u", memory, "dog name?", top_k=1)
-        store.close()
+        index = selector.prepare("u", memory)
     assert "memory embeddings from ConceptEmbeddings failed for 2 fact(s)" in caplog.text
+    assert index.dense is None and index.view is not None and index.view.missing == 2
     picked = selector.select("u", memory, "dog name?", top_k=1)
     assert picked[0].fact.content == "User has a dog named Biscuit"
     # facts embedded, but the query embedding fails: still lexical, logged once
@@ -590,8 +590,7 @@ def test_a_raising_endpoint_is_logged_once_and_ranks_lexically(
     selector = FactSelector(embeddings=store)
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
-            selector.select("u", memory, "tea", top_k=3)
-            store.close()
+            selector.prepare("u", memory)
     lexical = FactSelector().select("u", memory, "tea", top_k=3)
     picked = selector.select("u", memory, "tea", top_k=3)
     assert [(p.fact.id, p.relevance) for p in picked] == [(p.fact.id, p.relevance) for p in lexical]

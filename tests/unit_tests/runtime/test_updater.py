@@ -187,7 +187,9 @@ class ConcurrentWriterStorage(MemoryStorage):
     def load(self, scope: MemoryScope) -> StoredMemory:
         return self.inner.load(scope)
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
+    ) -> int:
         self.saves += 1
         if not self.injected:
             self.injected = True
@@ -210,7 +212,7 @@ class ConcurrentWriterStorage(MemoryStorage):
                 id_factory=lambda: "fact_other01",
             )
             self.inner.save(scope, theirs, current.revision)
-        return self.inner.save(scope, memory, expected_revision)
+        return self.inner.save(scope, memory, expected_revision, **kw)
 
     def delete(self, scope: MemoryScope) -> bool:
         return self.inner.delete(scope)
@@ -246,7 +248,9 @@ def test_revision_conflict_reapplies_without_a_second_llm_call(
 
 
 class AlwaysConflicting(ConcurrentWriterStorage):
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
+    ) -> int:
         self.saves += 1
         raise RevisionConflict(scope, expected_revision, expected_revision + 1)
 
@@ -356,14 +360,16 @@ def test_extraction_metadata_names_the_job(
 class SameTurnsWriterStorage(ConcurrentWriterStorage):
     """On the first save, another worker has already distilled the same turns of the thread."""
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
+    ) -> int:
         self.saves += 1
         if not self.injected:
             self.injected = True
             current = self.inner.load(scope)
             theirs = advance_watermark(current.memory, "thread-1", "id:m2", count=2, now=NOW)
             self.inner.save(scope, theirs, current.revision)
-        return self.inner.save(scope, memory, expected_revision)
+        return self.inner.save(scope, memory, expected_revision, **kw)
 
 
 def test_conflict_with_a_writer_that_applied_the_same_turns(
@@ -385,7 +391,9 @@ class PartialTurnsWriterStorage(ConcurrentWriterStorage):
     """On the first save, another worker has just stored the *older* turns of the same thread
     (it handled an earlier capture), with its own fact from them."""
 
-    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int) -> int:
+    def save(
+        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
+    ) -> int:
         self.saves += 1
         if not self.injected:
             self.injected = True
@@ -396,7 +404,7 @@ class PartialTurnsWriterStorage(ConcurrentWriterStorage):
             )
             theirs = advance_watermark(theirs, "thread-1", "id:m2", count=2, now=NOW, position=2)
             self.inner.save(scope, theirs, current.revision)
-        return self.inner.save(scope, memory, expected_revision)
+        return self.inner.save(scope, memory, expected_revision, **kw)
 
 
 def test_turns_stored_meanwhile_by_another_worker_are_not_applied_twice(

@@ -98,9 +98,15 @@ class OutageStorage(InMemoryStorage):
         self.switch.check()
         return super().load(scope)
 
-    def save(self, scope: MemoryScope, memory: Any, expected_revision: int) -> int:
+    def revision(self, scope: MemoryScope) -> int:
         self.switch.check()
-        return super().save(scope, memory, expected_revision)
+        return super().revision(scope)
+
+    def save(
+        self, scope: MemoryScope, memory: Any, expected_revision: int, **kw: Any
+    ) -> int:
+        self.switch.check()
+        return super().save(scope, memory, expected_revision, **kw)
 
     def journal(self, *, fsync: bool = False) -> OutageJournal:
         return self._journal

@@ -100,7 +100,7 @@ def test_middleware_on_a_store(kind: str, tmp_path: Path) -> None:
         mw = MemoryMiddleware(
             _config(tmp_path, backend="memory"), model=ScriptedChatModel(answers=[GO])
         )
-    assert isinstance(mw.service._storage, StoreStorage)
+    assert isinstance(mw.service._storage.innermost, StoreStorage)
     assert isinstance(mw.service._journal, StoreJournal)
     _converse(mw, "t1")
     assert [f.content for f in mw.get_memory("alice").facts] == [
