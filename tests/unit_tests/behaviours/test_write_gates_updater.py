@@ -155,9 +155,7 @@ class RacingStorage(InMemoryStorage):
         super().__init__()
         self.raced = False
 
-    def save(
-        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any) -> int:
         if not self.raced:
             self.raced = True
             current = super().load(scope)
@@ -208,9 +206,7 @@ class FailingOnceStorage(InMemoryStorage):
         super().__init__()
         self.failed = False
 
-    def save(
-        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any) -> int:
         if not self.failed:
             self.failed = True
             raise OSError("read-only file system")

@@ -187,9 +187,7 @@ class ConcurrentWriterStorage(MemoryStorage):
     def load(self, scope: MemoryScope) -> StoredMemory:
         return self.inner.load(scope)
 
-    def save(
-        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any) -> int:
         self.saves += 1
         if not self.injected:
             self.injected = True
@@ -248,9 +246,7 @@ def test_revision_conflict_reapplies_without_a_second_llm_call(
 
 
 class AlwaysConflicting(ConcurrentWriterStorage):
-    def save(
-        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any) -> int:
         self.saves += 1
         raise RevisionConflict(scope, expected_revision, expected_revision + 1)
 
@@ -360,9 +356,7 @@ def test_extraction_metadata_names_the_job(
 class SameTurnsWriterStorage(ConcurrentWriterStorage):
     """On the first save, another worker has already distilled the same turns of the thread."""
 
-    def save(
-        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any) -> int:
         self.saves += 1
         if not self.injected:
             self.injected = True
@@ -391,9 +385,7 @@ class PartialTurnsWriterStorage(ConcurrentWriterStorage):
     """On the first save, another worker has just stored the *older* turns of the same thread
     (it handled an earlier capture), with its own fact from them."""
 
-    def save(
-        self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Memory, expected_revision: int, **kw: Any) -> int:
         self.saves += 1
         if not self.injected:
             self.injected = True

@@ -102,9 +102,7 @@ class OutageStorage(InMemoryStorage):
         self.switch.check()
         return super().revision(scope)
 
-    def save(
-        self, scope: MemoryScope, memory: Any, expected_revision: int, **kw: Any
-    ) -> int:
+    def save(self, scope: MemoryScope, memory: Any, expected_revision: int, **kw: Any) -> int:
         self.switch.check()
         return super().save(scope, memory, expected_revision, **kw)
 
