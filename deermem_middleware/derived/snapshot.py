@@ -135,19 +135,19 @@ class DerivedSnapshot:
     (False: not derived yet).
 
     The lexical channel is stored as the revision's TF-IDF matrix, column-major, ready to
-    score: per column (a hashed n-gram of ``lex_vocab``) the rows that hold it
-    (``lex_colptr``/``lex_row``) and their unit-row weights (``lex_weight``), with each row's
-    norm before scaling (``lex_norm``) — from which a row's n-gram counts are recovered when a
-    later revision reuses it. The entity postings (``ent_names`` U+001F-separated, their rows
+    score: per column (a hashed n-gram of ``lex_vocab``) how many rows hold it (``lex_df``),
+    those rows (``lex_row``) and their unit-row weights (``lex_weight``, float16: scores agree
+    with float64 to 1e-3), with each row's norm before scaling (``lex_norm``) — from which a
+    row's n-gram counts are recovered when a later revision reuses it. The entity postings (``ent_names`` U+001F-separated, their rows
     at ``ent_ptr`` in ``ent_post``) index the revision's facts, the model-listed entities
     included. The verdict table covers every screened text, sorted by digest."""
 
     made_by: MadeBy
     digest: np.ndarray  # uint64[n]
     lex_vocab: np.ndarray  # int32[V], sorted hashed n-gram ids
-    lex_colptr: np.ndarray  # int64[V + 1]
+    lex_df: np.ndarray  # uint16 or int32[V]: how many rows hold each column
     lex_row: np.ndarray  # uint16 or int32[nnz]
-    lex_weight: np.ndarray  # float32[nnz]
+    lex_weight: np.ndarray  # float16[nnz]
     lex_norm: np.ndarray  # float32[n]
     lexical_rows: np.ndarray  # bool[n]
     ent_offsets: np.ndarray  # int64[n + 1]
@@ -189,9 +189,19 @@ class DerivedSnapshot:
             return ()
         return tuple(self.ent_text[lo:hi].decode("utf-8", "surrogatepass").split(_SEPARATOR))
 
+    @property
+    def lex_colptr(self) -> np.ndarray:
+        """Where each column's rows start in ``lex_row`` (and end: the next one)."""
+        found = self._rows.get("colptr")
+        if found is None:
+            found = np.zeros(len(self.lex_df) + 1, dtype=np.int64)
+            np.cumsum(self.lex_df, out=found[1:])
+            self._rows["colptr"] = found
+        return found
+
     def idf(self) -> np.ndarray:
         """The smooth idf of each column, as the matrix was weighted."""
-        df = np.diff(self.lex_colptr)
+        df = np.asarray(self.lex_df, dtype=np.float64)
         return np.log((1.0 + self.size) / (1.0 + df)) + 1.0
 
     def lexical_row(self, row: int) -> tuple[np.ndarray, np.ndarray]:
@@ -200,7 +210,8 @@ class DerivedSnapshot:
         csr = self._rows.get("csr")
         if csr is None:
             shape = (self.size, len(self.lex_vocab))
-            matrix = sparse.csc_matrix((self.lex_weight, self.lex_row, self.lex_colptr), shape)
+            weights = self.lex_weight.astype(np.float32)
+            matrix = sparse.csc_matrix((weights, self.lex_row, self.lex_colptr), shape)
             csr = self._rows["csr"] = matrix.tocsr()
             csr.sort_indices()
             self._rows["idf"] = self.idf()
@@ -261,9 +272,9 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _ARRAYS: Final[tuple[tuple[str, str], ...]] = (
     ("digest", "<u8"),
     ("lex_vocab", "<i4"),
-    ("lex_colptr", "<i8"),
+    ("lex_df", "<i4"),
     ("lex_row", "<i4"),
-    ("lex_weight", "<f4"),
+    ("lex_weight", "<f2"),
     ("lex_norm", "<f4"),
     ("lexical_rows", "|b1"),
     ("ent_offsets", "<i8"),
@@ -283,8 +294,9 @@ _ARRAYS: Final[tuple[tuple[str, str], ...]] = (
 
 _OPTIONAL: Final = frozenset({"columns"})
 """Arrays a snapshot may lack (a part added after the first release of the format)."""
-_ROW_INDICES: Final = frozenset({"lex_row", "ent_post"})
-"""Arrays of row numbers: stored as uint16 while the rows fit (most memories), else int32."""
+_ROW_INDICES: Final = frozenset({"lex_row", "ent_post", "lex_df"})
+"""Arrays of row numbers (or counts of rows): stored as uint16 while the rows fit (most
+memories), else int32."""
 
 
 def _dtype_for(name: str, dtype: str, rows: int) -> str:
@@ -377,12 +389,12 @@ def _check(s: DerivedSnapshot) -> None:
     """The shapes agree with each other (a snapshot that lies about its sizes is refused)."""
     n = s.size
     problems = []
-    if s.ent_offsets.shape != (n + 1,) or s.lex_colptr.shape != (len(s.lex_vocab) + 1,):
+    if s.ent_offsets.shape != (n + 1,) or s.lex_df.shape != s.lex_vocab.shape:
         problems.append("offsets do not match the rows")
     elif n and int(s.ent_offsets[-1]) != len(s.ent_text):
         problems.append("entity offsets run past their text")
     nnz = len(s.lex_row)
-    if len(s.lex_weight) != nnz or not len(s.lex_colptr) or int(s.lex_colptr[-1]) != nnz:
+    if len(s.lex_weight) != nnz or int(np.sum(s.lex_df, dtype=np.int64)) != nnz:
         problems.append("lexical rows, weights and column pointers disagree")
     if nnz and (int(s.lex_row.min()) < 0 or int(s.lex_row.max()) >= n):
         problems.append("lexical rows outside the facts")

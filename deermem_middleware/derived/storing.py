@@ -97,10 +97,13 @@ class DerivingStorage(MemoryStorage):
         memory: Memory,
         previous: Sequence[DerivedSnapshot],
         *,
+        left: list[bool],
         unless_unchanged: bool = False,
     ) -> bytes | None:
         """The encoded snapshot of ``memory`` (None when deriving failed, or — with
-        ``unless_unchanged`` — when nothing new was derived: no write for nothing)."""
+        ``unless_unchanged`` — when nothing new was derived: no write for nothing). ``left``
+        is set when work is left for the background (called once the write is done: a
+        background step that loaded the document before the write would find nothing)."""
         try:
             derivation = self.derivation(memory, previous)
         except Exception:
@@ -110,10 +113,10 @@ class DerivingStorage(MemoryStorage):
                 scope.user_id,
                 scope.agent_name,
             )
-            self._incomplete(scope)
+            left[:] = [True]
             return None
         if not derivation.complete:
-            self._incomplete(scope)
+            left[:] = [True]
         if unless_unchanged and not derivation.changed:
             return None
         return encode_snapshot(derivation.snapshot)
@@ -125,7 +128,9 @@ class DerivingStorage(MemoryStorage):
             except Exception:  # pragma: no cover - a scheduling hook that fails is logged
                 logger.exception("scheduling a background derivation failed")
 
-    def _derive_for(self, scope: MemoryScope, extra: Sequence[DerivedSnapshot] = ()) -> Derive:
+    def _derive_for(
+        self, scope: MemoryScope, left: list[bool], extra: Sequence[DerivedSnapshot] = ()
+    ) -> Derive:
         """The ``derive`` hook of one write: nothing new when the stored snapshot already is
         this document's, complete and current; else a snapshot reusing ``extra`` and it."""
 
@@ -141,6 +146,7 @@ class DerivingStorage(MemoryStorage):
                 scope,
                 memory,
                 [*extra, *([previous] if previous is not None else [])],
+                left=left,
                 unless_unchanged=same and not extra,
             )
 
@@ -156,11 +162,16 @@ class DerivingStorage(MemoryStorage):
         *,
         derived: bytes | None = None,
     ) -> int:
+        left: list[bool] = []
         if derived is None and self.inner.stores_derived:
-            derived = self._blob(scope, memory, ())
-        if derived is None:
-            return self.inner.save(scope, memory, expected_revision)
-        return self.inner.save(scope, memory, expected_revision, derived=derived)
+            derived = self._blob(scope, memory, (), left=left)
+        try:
+            if derived is None:
+                return self.inner.save(scope, memory, expected_revision)
+            return self.inner.save(scope, memory, expected_revision, derived=derived)
+        finally:
+            if left:
+                self._incomplete(scope)
 
     def update(
         self,
@@ -170,14 +181,20 @@ class DerivingStorage(MemoryStorage):
         max_conflicts: int = 200,
         derive: Derive | None = None,
     ) -> int:
-        hook = derive if derive is not None else self._derive_for(scope)
-        return self.inner.update(scope, mutate, max_conflicts=max_conflicts, derive=hook)
+        left: list[bool] = []
+        hook = derive if derive is not None else self._derive_for(scope, left)
+        try:
+            return self.inner.update(scope, mutate, max_conflicts=max_conflicts, derive=hook)
+        finally:
+            if left:
+                self._incomplete(scope)
 
     def store_snapshot(self, scope: MemoryScope, snapshot: DerivedSnapshot) -> int:
         """Store the document as it is with a snapshot derived off the lock (the background's
         work): rows of ``snapshot`` are reused, texts changed since are derived now."""
+        left: list[bool] = []
         return self.inner.update(
-            scope, lambda memory: memory, derive=self._derive_for(scope, (snapshot,))
+            scope, lambda memory: memory, derive=self._derive_for(scope, left, (snapshot,))
         )
 
     # -- the rest is the backend's -------------------------------------------------------------

@@ -161,7 +161,9 @@ class DerivedView:
         n = len(self.facts)
         has = self._has(s.lexical_rows if s is not None else None, "lexical")
         if s is not None and self.exact and has.all():
-            return CharNgramIndex.from_csc(n, s.lex_vocab, s.lex_colptr, s.lex_row, s.lex_weight)
+            return CharNgramIndex.from_csc(
+                n, s.lex_vocab, s.lex_colptr, s.lex_row, s.lex_weight.astype(np.float32)
+            )
         todo = [i for i in range(n) if not has[i]]
         fresh = dict(
             zip(todo, _ANALYZER.transform([self.facts[i].content for i in todo]), strict=True)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["describe_intent", "explain_report"]
 
 WITHHELD = "withheld: reads as an instruction, not data"
-OVERRULED = "withheld: the user's own fact {rival} says otherwise ({content!r})"
+OVERRULED = "withheld: the user's own fact {rival} says otherwise (“{content}”)"
 EMPTY_TEXT = "not shown: nothing is left of its text once escaped"
 
 

@@ -64,6 +64,7 @@ class BackgroundDerivation:
         self._attempted: OrderedDict[tuple[MemoryScope, int], None] = OrderedDict()
         self._local: OrderedDict[tuple[MemoryScope, int], bytes] = OrderedDict()
         self._executor: ThreadPoolExecutor | None = None
+        self._idle = threading.Condition(self._lock)
         self._closed = False
         self.steps = 0
         """Background steps run (for tests and stats)."""
@@ -107,11 +108,15 @@ class BackgroundDerivation:
             logger.info("memory derivation of user %r deferred: %s", scope.user_id, exc)
         except Exception:
             logger.exception("memory derivation of user %r failed", scope.user_id)
-        finally:
-            with self._lock:
-                self._queued.discard(scope)
-        if again:
-            self.submit(scope)
+        with self._lock:
+            if again and not self._closed and self._executor is not None:
+                try:  # the next step; the scope stays queued meanwhile
+                    self._executor.submit(self._run, scope)
+                    return
+                except RuntimeError:  # shut down meanwhile
+                    pass
+            self._queued.discard(scope)
+            self._idle.notify_all()
 
     def run_now(self, scope: MemoryScope) -> None:
         """Derive ``scope`` completely, now, on the caller's thread (a warm-up)."""
@@ -152,6 +157,11 @@ class BackgroundDerivation:
             if self._derived_locally is not None:
                 self._derived_locally(scope)
         return not derivation.complete and derivation.changed
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until no scope is queued or being derived; True when idle within ``timeout``."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._queued, timeout)
 
     def close(self) -> None:
         """Stop: a step under way finishes, queued ones are dropped (derived again later)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -372,13 +373,18 @@ class MemoryService(EngineTurns):
             self._scheduler.submit((job.scope, job.thread_id), job)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Run every pending update now and wait; True when all finished within ``timeout``."""
+        """Run every pending update now and wait, and for the background derivations they
+        leave; True when all finished within ``timeout``."""
         scheduler = self._debounce
-        return True if scheduler is None else scheduler.flush(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        done = True if scheduler is None else scheduler.flush(timeout)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._derivation.wait(left) and done
 
     async def aflush(self, timeout: float | None = None) -> bool:
         scheduler = self._debounce
-        return True if scheduler is None else await scheduler.aflush(timeout)
+        done = True if scheduler is None else await scheduler.aflush(timeout)
+        return await asyncio.to_thread(self._derivation.wait, timeout) and done
 
     def close(self, timeout: float | None = 10.0) -> bool:
         """Flush (bounded), stop the background threads and anything started for extraction

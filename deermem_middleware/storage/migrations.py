@@ -112,7 +112,7 @@ def _own_connection(store: Any) -> Iterator[Any]:
     """A connection for the lock: a new one to the pool's database, or the store's only one
     (a session lock held by the connection that runs the setup does not block it)."""
     conn = store.conn
-    if hasattr(conn, "connection") and hasattr(conn, "conninfo"):  # a ConnectionPool
+    if callable(getattr(conn, "getconn", None)):  # a ConnectionPool (not a Connection)
         import psycopg
 
         kwargs = dict(getattr(conn, "kwargs", None) or {})

@@ -69,7 +69,8 @@ class PostgresWriter:
         autocommit connection (ours always are) it runs without ``BEGIN``/``COMMIT`` around it
         — two round trips fewer, a sixth of a capture's journal write on loopback."""
         conn = self.store.conn
-        if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool: thread-safe
+        if callable(getattr(conn, "getconn", None)):  # a psycopg_pool.ConnectionPool
+            # (a plain psycopg Connection has a ``connection`` attribute too: itself)
             with conn.connection() as connection, _atomic(connection), connection.cursor() as cur:
                 yield cur
         else:  # one connection shared with the store: serialise on the store's own lock

@@ -84,6 +84,10 @@ CAPABILITIES: dict[str, Capabilities] = {
     "postgres-store": Capabilities(
         quarantine=True, durable_journal=True, optimistic_update=True, stored_text=True
     ),
+    # PostgresStore.from_conn_string: one plain connection, not a pool (LangGraph's own idiom)
+    "postgres-connection-store": Capabilities(
+        quarantine=True, durable_journal=True, optimistic_update=True, stored_text=True
+    ),
 }
 
 
@@ -291,6 +295,15 @@ def postgres_store() -> Iterator[Any]:
         yield store
 
 
+@pytest.fixture(scope="session")
+def postgres_connection_store() -> Iterator[Any]:
+    from langgraph.store.postgres import PostgresStore
+
+    with PostgresStore.from_conn_string(postgres_dsn()) as store:
+        store.setup()
+        yield store
+
+
 @pytest.fixture
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     name = request.param
@@ -310,8 +323,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         store = SqliteStore(conn)
         store.setup()
         return _store_backend(name, store, _sqlite_text(conn))
-    assert name == "postgres-store", name
-    store = request.getfixturevalue("postgres_store")
+    assert name in ("postgres-store", "postgres-connection-store"), name
+    store = request.getfixturevalue(name.replace("-", "_"))
     return _store_backend(name, store, _postgres_text())
 
 

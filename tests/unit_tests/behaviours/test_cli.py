@@ -195,6 +195,24 @@ def test_explain_shows_score_parts_tokens_and_the_exact_block(
     assert first["tokens"] > 0 and report["blockTokens"] >= first["tokens"]
 
 
+def test_explain_names_the_fact_the_users_own_fact_overrules(
+    config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An extracted "User's name is Sam" (0.95) and the user's own "User's name is Samuel":
+    the extracted one is withheld, and explain lists it with that reason (it used to vanish:
+    "1 of 2 active fact(s) ranked")."""
+    _seed(
+        config_path,
+        "alice",
+        _fact("f1", "User's name is Sam", confidence=0.95),
+        Fact(id="m1", content="User's name is Samuel", confidence=0.5, manual=True),
+    )
+    assert _run(config_path, "explain", "What is my name?", "--user", "alice") == 0
+    out = capsys.readouterr().out
+    assert "2 of 2 active fact(s) ranked" in out
+    assert "f1 withheld: the user's own fact m1 says otherwise (“User's name is Samuel”)" in out
+
+
 def test_explain_for_a_user_without_memory(
     config_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
