@@ -100,6 +100,11 @@ class Deriver:
     made_by: MadeBy = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.embed is not None and not self.embedding:
+            raise ValueError(
+                "Deriver: an embed function needs its model's identity (embedding=...): vectors "
+                "are only reused, and read, next to the model that made them"
+            )
         made_by = MadeBy(
             screen=SCREEN_VERSION,
             lexical=LEXICAL_VERSION,
@@ -227,13 +232,13 @@ def derive(
     to_embed: list[int] = []
     for i in reversed(range(n)):  # newest facts are last: derive them first
         key = int(digests[i])
-        needs_verdict = key not in verdicts and stored_verdict(key) is None
+        if key not in verdicts:  # a stored verdict is kept, within the budget or not
+            found = stored_verdict(key)
+            if found is not None:
+                verdicts[key] = found
+        needs_verdict = key not in verdicts
         needs_vector = want_vectors and sources[i].vector is None
         if not needs_verdict and not needs_vector:
-            if key not in verdicts:
-                found = stored_verdict(key)
-                assert found is not None
-                verdicts[key] = found
             reused += 1
             continue
         if budget is not None and spent >= budget:
@@ -242,10 +247,6 @@ def derive(
         if needs_verdict:
             verdicts[key] = deriver.screen(texts[i])
             derived_now += 1
-        elif key not in verdicts:
-            found = stored_verdict(key)
-            if found is not None:
-                verdicts[key] = found
         if needs_vector:
             to_embed.append(i)
 

