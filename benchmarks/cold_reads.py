@@ -22,8 +22,8 @@ answers it):
   that conversation's. *first*: a fresh engine (its own storage object, caches empty; the
   embedding model already loaded, as after the first user of a process) and one call; *warm*:
   further calls on that engine with other questions. *evidence*: the share of calls whose block
-  holds a fact citing the question's evidence, first calls against the same questions asked
-  warm (with another suffix, so no cache answers them). *legacy* (1,000 facts): a document
+  holds a fact citing the question's evidence, first calls against the same calls made again,
+  warm (the same message: only the engine's state differs). *legacy* (1,000 facts): a document
   written without derived data, as before this change — its first read, and how many texts the
   screen read on that call (at most the block's picks: top_k plus guaranteed facts);
 - **many users** (2,000 users × 300 facts; smoke 200): one process, the default caches (the
@@ -293,7 +293,8 @@ def measure_size(
             questions = user.questions
             question = questions[engine_no % len(questions)]
             agent = Agent.build(config, embeddings)
-            memory, total, injected = agent.ask(user.name, asked(question))
+            first_text = asked(question)
+            memory, total, injected = agent.ask(user.name, first_text)
             first_ms.append(memory)
             first_total.append(total)
             first_hit.append(bool(injected & user.evidence[question]))
@@ -305,7 +306,7 @@ def measure_size(
                 start = time.perf_counter()  # the same kind of message, embedded bare
                 embeddings.engine.embed_query(asked(other))
                 bare_ms.append((time.perf_counter() - start) * 1000)
-            _, _, injected = agent.ask(user.name, asked(question))  # the same question, warm
+            _, _, injected = agent.ask(user.name, first_text)  # the same call again, warm
             warm_same_hit.append(bool(injected & user.evidence[question]))
             calls += 2 + WARM_CALLS
             agent.close()

@@ -158,6 +158,14 @@ class BackgroundDerivation:
                 self._derived_locally(scope)
         return not derivation.complete and derivation.changed
 
+    def forget(self, scope: MemoryScope) -> None:
+        """Drop what this process keeps of ``scope`` (its user was erased)."""
+        with self._lock:
+            for key in [k for k in self._local if k[0] == scope]:
+                del self._local[key]
+            for key in [k for k in self._attempted if k[0] == scope]:
+                del self._attempted[key]
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until no scope is queued or being derived; True when idle within ``timeout``."""
         with self._idle:

@@ -465,6 +465,7 @@ class MemoryService(EngineTurns):
             receipt.add_pending(scope, count)
         for scope in scopes:
             self._selector.forget(scope)
+            self._derivation.forget(scope)
         embeddings, texts = self._selector.embeddings, receipt.texts
         if embeddings is not None and texts:
             embeddings.forget(texts)
