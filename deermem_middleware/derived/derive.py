@@ -22,6 +22,7 @@ identity; tests and benchmarks count or replace them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -193,6 +194,9 @@ def derive(
     verdict or a vector derived now (None: all)."""
     deriver = deriver or Deriver()
     made_by = deriver.made_by
+    if deriver.embed is None:  # no model here: keep the vectors another writer's model made
+        kept = next((s.made_by.embedding for s in previous if s.made_by.embedding), "")
+        made_by = dataclasses.replace(made_by, embedding=kept)
     facts = active_facts(memory)
     texts = [f.content for f in facts]
     n = len(facts)

@@ -166,9 +166,9 @@ def test_vectors_of_another_embedding_model_are_not_reused() -> None:
     assert embed.seen == texts
     assert screen.seen == []  # verdicts of the same screen are kept
     assert again.snapshot.made_by.embedding == "model-b" and again.missing == 0
-    without = derive(memory, [first], Deriver()).snapshot  # no model now: no vectors
-    assert without.vectors.shape == (2, 0) and not without.vector_rows.any()
-    assert without.made_by.embedding == ""
+    without = derive(memory, [first], Deriver()).snapshot  # no model here: keeps model-a's
+    assert without.made_by.embedding == "model-a" and without.vector_rows.all()
+    assert derive(memory, (), Deriver()).snapshot.vectors.shape == (2, 0)  # nothing to keep
 
 
 def test_an_embedder_that_raises_leaves_the_vectors_missing(
@@ -280,3 +280,15 @@ def test_the_budget_keeps_stored_verdicts_of_facts_it_leaves_without_a_vector() 
         f"stored verdict, so the new snapshot drops it (verdict kept per fact: {kept}) and it "
         "is screened again later"
     )
+
+
+def test_a_writer_without_an_embedding_model_keeps_the_vectors_another_one_made() -> None:
+    """A replica configured without embeddings writes the memory: the vectors the other
+    replicas' model made stay (new facts get none), instead of being dropped and re-embedded."""
+    first = Memory(facts=facts_of("User drinks green tea", "User has a cat"))
+    embedded = derive(first, (), Deriver(embed=fake_embed, embedding="fake-16")).snapshot
+    grown = Memory(facts=facts_of("User drinks green tea", "User has a cat", "User runs marathons"))
+    plain = derive(grown, (embedded,), Deriver()).snapshot
+    assert plain.made_by.embedding == "fake-16"
+    assert plain.vector_rows.tolist() == [True, True, False]
+    assert np.array_equal(plain.vectors[:2], embedded.vectors)
