@@ -20,21 +20,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from deermem_middleware.derived.derive import Derivation, Deriver, derive
 from deermem_middleware.derived.snapshot import DerivedSnapshot, encode_snapshot
 from deermem_middleware.derived.view import DerivedView, open_snapshot
 from deermem_middleware.memory.document import Memory
-from deermem_middleware.storage.base import (
-    Derive,
-    MemoryScope,
-    MemoryStorage,
-    Mutate,
-    PurgeReceipt,
-    StoredMemory,
-)
-from deermem_middleware.storage.journal import PendingJournal
+from deermem_middleware.storage.base import Derive, MemoryScope, MemoryStorage, Mutate, StoredMemory
+from deermem_middleware.storage.layer import StorageLayer
 
 __all__ = ["WRITE_BUDGET", "DerivingStorage"]
 
@@ -45,7 +37,7 @@ WRITE_BUDGET = 64
 cores); a larger import is completed in the background."""
 
 
-class DerivingStorage(MemoryStorage):
+class DerivingStorage(StorageLayer):
     """``inner``, with a derived snapshot stored with every document written through it (see
     the module docstring). Reads, deletes and everything else are ``inner``'s."""
 
@@ -57,24 +49,11 @@ class DerivingStorage(MemoryStorage):
         budget: int = WRITE_BUDGET,
         incomplete: Callable[[MemoryScope], None] | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.deriver = deriver
         self.budget = budget
         self.incomplete = incomplete
         """Called with a scope whose snapshot a write left incomplete (the budget ran out)."""
-
-    def __getattr__(self, name: str) -> Any:  # the backend's own attributes (root, store, ...)
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    @property
-    def innermost(self) -> MemoryStorage:
-        return self.inner.innermost
-
-    @property
-    def stores_derived(self) -> bool:  # type: ignore[override]
-        return self.inner.stores_derived
 
     # -- deriving -------------------------------------------------------------------------------
 
@@ -166,9 +145,7 @@ class DerivingStorage(MemoryStorage):
         if derived is None and self.inner.stores_derived:
             derived = self._blob(scope, memory, (), left=left)
         try:
-            if derived is None:
-                return self.inner.save(scope, memory, expected_revision)
-            return self.inner.save(scope, memory, expected_revision, derived=derived)
+            return super().save(scope, memory, expected_revision, derived=derived)
         finally:
             if left:
                 self._incomplete(scope)
@@ -196,32 +173,3 @@ class DerivingStorage(MemoryStorage):
         return self.inner.update(
             scope, lambda memory: memory, derive=self._derive_for(scope, left, (snapshot,))
         )
-
-    # -- the rest is the backend's -------------------------------------------------------------
-
-    def load(self, scope: MemoryScope) -> StoredMemory:
-        return self.inner.load(scope)
-
-    def revision(self, scope: MemoryScope) -> int:
-        return self.inner.revision(scope)
-
-    def delete(self, scope: MemoryScope) -> bool:
-        return self.inner.delete(scope)
-
-    def list_scopes(self) -> list[MemoryScope]:
-        return self.inner.list_scopes()
-
-    def describe(self, scope: MemoryScope) -> str:
-        return self.inner.describe(scope)
-
-    def purge(self, user_id: str, agent_name: str | None = None) -> PurgeReceipt:
-        return self.inner.purge(user_id, agent_name)
-
-    def journal(self, *, fsync: bool = False) -> PendingJournal:
-        return self.inner.journal(fsync=fsync)
-
-    def setup(self) -> None:
-        self.inner.setup()
-
-    def close(self) -> None:
-        self.inner.close()

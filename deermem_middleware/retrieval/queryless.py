@@ -28,14 +28,14 @@ question.
 **Measured** (``benchmarks/locomo_queryless.py``, LoCoMo dev: 6 conversations, 1,487 facts, 885
 questions of categories 1–4, no question given; hit@15: a fact of the block cites the question's
 evidence. One block per conversation is scored against all of its questions, so the figure is
-coarse). With confidence 0.9 for every fact, ours is 13.3 lexically and 13.8 with embeddings,
+coarse). With confidence 0.9 for every fact, ours is 13.3 lexically and 13.9 with embeddings,
 against 6.8 for the 15 most recent facts (mem0's choice — and DeerFlow's confidence-ranked
 formula, whose ties go newest first, and the relevance formula on a blank query, which is what
 the package injected before: the same block), and 7.4 for random picks (mean of 20 seeds, sd
-1.2). With confidences varying 0.7–1.0: 13.1 / 14.4 against 6.8 (recent), 7.8 (DeerFlow's formula),
+1.2). With confidences varying 0.7–1.0: 13.1 / 14.0 against 6.8 (recent), 7.8 (DeerFlow's formula),
 6.4 (the blank-query formula) and 7.4 (random). Ours is the higher in each of the 6
 conversations against each of them, but for DeerFlow's formula with varied confidence (5 of 6).
-With the user's previous message as the query the shipped selection reaches 25.5 / 25.8: a
+With the user's previous message as the query the shipped selection reaches 25.5 / 25.5: a
 message, when there is one, is worth about twice as much as the best choice without it.
 
 **Topic centrality is the wrong prior here.** Favouring facts whose topic recurs — the most

@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deermem_middleware.formats.deerflow_layout import (
     DEFAULT_AGENT,
@@ -57,9 +57,10 @@ from deermem_middleware.storage.base import (
     RevisionConflict,
     StoredMemory,
 )
+from deermem_middleware.storage.layer import StorageLayer
 
 if TYPE_CHECKING:
-    from deermem_middleware.storage.journal import PendingJournal
+    pass
 
 __all__ = ["CarryOverStorage", "ScopeImport", "facts_read", "import_scope"]
 
@@ -140,7 +141,7 @@ def _deerflow_names(scope: MemoryScope) -> bool:
     return user_ok and agent_ok
 
 
-class CarryOverStorage(MemoryStorage):
+class CarryOverStorage(StorageLayer):
     """``inner`` with each scope's DeerFlow memory carried over on its first use (see the
     module). Everything else is ``inner``'s: its attributes are reachable through this object,
     and :attr:`inner` is the storage itself."""
@@ -153,18 +154,13 @@ class CarryOverStorage(MemoryStorage):
         max_facts: int,
         clock: Callable[[], str] = utc_now_iso,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.folder = Path(folder).expanduser()
         self.max_facts = max_facts
         self.clock = clock
         self._checked: set[MemoryScope] = set()
         self._locks: dict[MemoryScope, threading.Lock] = {}
         self._guard = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:  # the backend's own attributes (root, store, ...)
-        if name == "inner":  # not set yet (unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     # -- the carry-over ----------------------------------------------------------------------------
 
@@ -257,19 +253,11 @@ class CarryOverStorage(MemoryStorage):
             marked.append(scope)
         return marked
 
-    @property
-    def innermost(self) -> MemoryStorage:
-        return self.inner.innermost
-
     # -- MemoryStorage -----------------------------------------------------------------------------
 
     def load(self, scope: MemoryScope) -> StoredMemory:
         self.ensure(scope)
         return self.inner.load(scope)
-
-    @property
-    def stores_derived(self) -> bool:  # type: ignore[override]
-        return self.inner.stores_derived
 
     def revision(self, scope: MemoryScope) -> int:
         self.ensure(scope)
@@ -284,9 +272,7 @@ class CarryOverStorage(MemoryStorage):
         derived: bytes | None = None,
     ) -> int:
         self.ensure(scope)
-        if derived is None:
-            return self.inner.save(scope, memory, expected_revision)
-        return self.inner.save(scope, memory, expected_revision, derived=derived)
+        return super().save(scope, memory, expected_revision, derived=derived)
 
     def update(
         self,
@@ -297,16 +283,7 @@ class CarryOverStorage(MemoryStorage):
         derive: Derive | None = None,
     ) -> int:
         self.ensure(scope)
-        return self.inner.update(scope, mutate, max_conflicts=max_conflicts, derive=derive)
-
-    def delete(self, scope: MemoryScope) -> bool:
-        return self.inner.delete(scope)
-
-    def list_scopes(self) -> list[MemoryScope]:
-        return self.inner.list_scopes()
-
-    def describe(self, scope: MemoryScope) -> str:
-        return self.inner.describe(scope)
+        return super().update(scope, mutate, max_conflicts=max_conflicts, derive=derive)
 
     def purge(self, user_id: str, agent_name: str | None = None) -> PurgeReceipt:
         receipt = self.inner.purge(user_id, agent_name)
@@ -319,12 +296,3 @@ class CarryOverStorage(MemoryStorage):
                 "erasure so it is not carried over again"
             )
         return receipt
-
-    def journal(self, *, fsync: bool = False) -> PendingJournal:
-        return self.inner.journal(fsync=fsync)
-
-    def setup(self) -> None:
-        self.inner.setup()
-
-    def close(self) -> None:
-        self.inner.close()
