@@ -163,6 +163,7 @@ def weights(
             memory = Memory(facts=tuple(conversation.facts))
             counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
             selector = FactSelector(dataclasses.replace(base, usage_weight=0.0), store)
+            selector.prepare("c", memory)  # derived as a write would: vectors, verdicts, n-grams
             for item, answer in first:
                 picks = selector.select("c", memory, [Turn("user", item.question, "q")])
                 for scored in picks:
@@ -181,6 +182,7 @@ def weights(
             for weight in WEIGHTS:
                 params = dataclasses.replace(base, usage_weight=weight)
                 chooser = FactSelector(params, store)
+                chooser.prepare("c", counted)
                 for item, _ in second:
                     picks = chooser.select("c", counted, [Turn("user", item.question, "q")])
                     for k in KS:

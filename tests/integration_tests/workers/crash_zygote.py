@@ -31,6 +31,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from deermem_middleware.derived.derive import Deriver
+from deermem_middleware.derived.storing import DerivingStorage
 from deermem_middleware.extraction.extractor import MemoryExtractor
 from deermem_middleware.memory.conversation import filter_messages
 from deermem_middleware.memory.document import Memory
@@ -145,7 +147,9 @@ def warm_up(scratch: Path) -> None:
     """One whole update here, without threads, so the lazy imports and first-call set-up it
     triggers are inherited by every child (otherwise each child spends ~1 s on them)."""
     config = writer_config(str(scratch))
-    storage = JSONFileStorage(scratch)
+    # through the layer that derives every write, as the engine writes: the screen's rules and
+    # learned model load here, once, not in every child
+    storage = DerivingStorage(JSONFileStorage(scratch), Deriver())
     updater = MemoryUpdater(storage, lambda: MemoryExtractor(MarkerChatModel()), config)
     job = CaptureJob(SCOPE, "warm-up", tuple(filter_messages(conversation("W0-C000"))))
     if updater.run(job).status != "applied":
