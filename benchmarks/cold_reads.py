@@ -234,6 +234,22 @@ def user_memory(
     return User(name, own, [f for f, _ in chosen], evidence, questions)
 
 
+def make_users(
+    prefix: str,
+    count: int,
+    size: int,
+    conversations: Sequence[Conversation],
+    rng: random.Random,
+) -> list[User]:
+    """``count`` users of ``size`` facts, each on the next LoCoMo conversation in turn."""
+    users = []
+    for i in range(count):
+        own = conversations[i % len(conversations)]
+        others = [c for c in conversations if c is not own]
+        users.append(user_memory(f"{prefix}{i}", own, others, size, rng))
+    return users
+
+
 class Asked:
     """Unique message texts: no cache may answer a measured call."""
 
@@ -636,44 +652,17 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         by_size: dict[int, list[User]] = {}
         for size in sizes:
-            users = [
-                user_memory(
-                    f"{run}-s{size}-u{i}",
-                    conversations[i % len(conversations)],
-                    [c for c in conversations if c is not conversations[i % len(conversations)]],
-                    size,
-                    rng,
-                )
-                for i in range(per_size)
-            ]
+            users = make_users(f"{run}-s{size}-u", per_size, size, conversations, rng)
             by_size[size] = users
             results["sizes"][f"facts_{size}"] = measure_size(size, users, embeddings, root, asked)
             print(f"{size} facts: {results['sizes'][f'facts_{size}']}", flush=True)
         results["legacy"] = measure_legacy(by_size[1000], embeddings, root, asked)
         many = SMOKE_MANY_USERS if args.smoke else MANY_USERS
-        many_users = [
-            user_memory(
-                f"{run}-m{i}",
-                conversations[i % len(conversations)],
-                [c for c in conversations if c is not conversations[i % len(conversations)]],
-                MANY_FACTS,
-                rng,
-            )
-            for i in range(many)
-        ]
+        many_users = make_users(f"{run}-m", many, MANY_FACTS, conversations, rng)
         calls = SMOKE_MANY_CALLS if args.smoke else MANY_CALLS
         results["many_users"] = measure_many(many_users, calls, embeddings, root, asked, rng)
         print(f"many users: {results['many_users']}", flush=True)
-        pg_users = [
-            user_memory(
-                f"{run}-pg{i}",
-                conversations[i],
-                [c for c in conversations if c is not conversations[i]],
-                PG_FACTS,
-                rng,
-            )
-            for i in range(per_size)
-        ]
+        pg_users = make_users(f"{run}-pg", per_size, PG_FACTS, conversations, rng)
         results["postgres"] = measure_postgres(pg_users, embeddings, root, asked)
     results["seconds"] = round(time.perf_counter() - started, 1)
     results["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}

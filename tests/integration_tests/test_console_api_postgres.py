@@ -43,11 +43,14 @@ class TestConsoleApiOnPostgres(ConsoleApiCases):
         console.seed_alice()
         ok(api.post("/api/facts", json={"user": "alice", "content": "Plays chess"}), 201)
         items = postgres_store.search((console_storage.prefix,), limit=1000)
-        held = {tuple(i.namespace): json.dumps(i.value, ensure_ascii=False) for i in items}
+        held = {
+            (tuple(i.namespace), i.key): json.dumps(i.value, ensure_ascii=False) for i in items
+        }  # a document item, and beside it its derived data
         alice = console_storage.namespace(console.scope("alice"))
         audit = console_storage.namespace(AUDIT_SCOPE)
-        assert "Plays chess" in held[tuple(alice)]
-        assert RESERVED_USER in audit and "fact.add" in held[tuple(audit)]
+        assert "Plays chess" in held[tuple(alice), "document"]
+        assert (tuple(alice), "derived") in held
+        assert RESERVED_USER in audit and "fact.add" in held[tuple(audit), "document"]
         # another engine on the same database sees what the console wrote
         other = StoreStorage(postgres_store, prefix=console_storage.prefix)
         contents = [f.content for f in other.load(console.scope("alice")).memory.facts]
