@@ -58,17 +58,11 @@ class DerivingStorage(StorageLayer):
     # -- deriving -------------------------------------------------------------------------------
 
     def derivation(
-        self,
-        memory: Memory,
-        previous: Sequence[DerivedSnapshot] = (),
-        *,
-        budget: int | None = -1,
+        self, memory: Memory, previous: Sequence[DerivedSnapshot], budget: int | None
     ) -> Derivation:
         """The snapshot of ``memory`` reusing ``previous`` (``budget``: facts to screen or
-        embed at most, None for all; -1: this layer's per-write budget)."""
-        return derive(
-            memory, previous, self.deriver, budget=self.budget if budget == -1 else budget
-        )
+        embed at most, None for all)."""
+        return derive(memory, previous, self.deriver, budget=budget)
 
     def _blob(
         self,
@@ -84,7 +78,7 @@ class DerivingStorage(StorageLayer):
         is set when work is left for the background (called once the write is done: a
         background step that loaded the document before the write would find nothing)."""
         try:
-            derivation = self.derivation(memory, previous)
+            derivation = self.derivation(memory, previous, self.budget)
         except Exception:
             logger.exception(
                 "memory derivation for user %r agent %r failed; the document is stored without "
@@ -161,15 +155,14 @@ class DerivingStorage(StorageLayer):
         left: list[bool] = []
         hook = derive if derive is not None else self._derive_for(scope, left)
         try:
-            return self.inner.update(scope, mutate, max_conflicts=max_conflicts, derive=hook)
+            return super().update(scope, mutate, max_conflicts=max_conflicts, derive=hook)
         finally:
             if left:
                 self._incomplete(scope)
 
     def store_snapshot(self, scope: MemoryScope, snapshot: DerivedSnapshot) -> int:
         """Store the document as it is with a snapshot derived off the lock (the background's
-        work): rows of ``snapshot`` are reused, texts changed since are derived now."""
-        left: list[bool] = []
-        return self.inner.update(
-            scope, lambda memory: memory, derive=self._derive_for(scope, left, (snapshot,))
-        )
+        work): rows of ``snapshot`` are reused, texts changed since are derived now (what is
+        left after that is the caller's next step, not a new background job)."""
+        hook = self._derive_for(scope, [], (snapshot,))
+        return super().update(scope, lambda memory: memory, derive=hook)

@@ -230,7 +230,6 @@ def score_facts(
     params: SelectionParams,
     *,
     primary_vector: np.ndarray | None = None,
-    context_vector: np.ndarray | None = None,
     now: datetime | None = None,
     intent: TimeIntent | None = None,
 ) -> Scores:
@@ -254,11 +253,7 @@ def score_facts(
     mask = index.has_vector if dense is not None else None
     relevance = _fused(lexical, _dehubbed(semantic, hub, params), params.lexical_weight, mask)
     if query.context.strip() and params.context_weight > 0 and n:
-        ctx_lexical = index.lexical.scores(query.context)
-        ctx_semantic = (
-            dense @ context_vector if dense is not None and context_vector is not None else None
-        )
-        ctx = _fused(ctx_lexical, _dehubbed(ctx_semantic, hub, params), params.lexical_weight, mask)
+        ctx = index.lexical.scores(query.context)  # one embedding per message: lexical only
         top = float(ctx.max())
         if top > 0:
             relevance = relevance + params.context_weight * ctx / top

@@ -103,7 +103,7 @@ class BackgroundDerivation:
     def _run(self, scope: MemoryScope) -> None:
         again = False
         try:
-            again = self._step(scope)
+            again = self._step(scope, self.budget)
         except (StorageError, RevisionConflict) as exc:
             logger.info("memory derivation of user %r deferred: %s", scope.user_id, exc)
         except Exception:
@@ -122,9 +122,9 @@ class BackgroundDerivation:
         """Derive ``scope`` completely, now, on the caller's thread (a warm-up)."""
         self._step(scope, budget=None)
 
-    def _step(self, scope: MemoryScope, budget: int | None = -1) -> bool:
-        """One step (``budget`` -1: this worker's); True when there is more to do and this
-        step made progress."""
+    def _step(self, scope: MemoryScope, budget: int | None) -> bool:
+        """One step, screening or embedding at most ``budget`` facts (None: all); True when
+        there is more to do and this step made progress."""
         storage = self.storage
         stored = storage.load(scope)
         self._remember(scope, stored.revision)
@@ -133,9 +133,7 @@ class BackgroundDerivation:
         blob = stored.derived if storage.stores_derived else self.local(scope, stored.revision)
         previous = open_snapshot(blob, storage.describe(scope))
         derivation = storage.derivation(
-            stored.memory,
-            [previous] if previous is not None else [],
-            budget=self.budget if budget == -1 else budget,
+            stored.memory, [previous] if previous is not None else [], budget
         )
         self.steps += 1
         logger.debug(

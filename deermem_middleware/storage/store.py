@@ -41,10 +41,8 @@ from pydantic import ValidationError
 from deermem_middleware.memory.document import Memory
 from deermem_middleware.storage.base import (
     CorruptedMemoryError,
-    Derive,
     MemoryScope,
     MemoryStorage,
-    Mutate,
     PurgeReceipt,
     RevisionConflict,
     StoredMemory,
@@ -266,16 +264,6 @@ class StoreStorage(MemoryStorage):
         else:  # the stored derived data (of an older revision) is read with the next load
             self._forget_cached(scope)
         return revision
-
-    def update(
-        self,
-        scope: MemoryScope,
-        mutate: Mutate,
-        *,
-        max_conflicts: int = 200,
-        derive: Derive | None = None,
-    ) -> int:
-        return super().update(scope, mutate, max_conflicts=max_conflicts, derive=derive)
 
     def delete(self, scope: MemoryScope) -> bool:
         namespace = self.namespace(scope)
