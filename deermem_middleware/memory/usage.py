@@ -52,6 +52,7 @@ __all__ = [
     "estimate_use",
     "overlap",
     "turn_answer",
+    "usage_ratios",
 ]
 
 USAGE_MIN_OVERLAP: Final = 0.6
@@ -261,10 +262,15 @@ def access_frequency(facts: Sequence[Fact], prior: float = USAGE_PRIOR) -> np.nd
     it was offered, smoothed (see :data:`USAGE_PRIOR`). A ratio, not a raw count, so a fact that
     is injected in every call (a correction, a frequent topic) is not rewarded for that alone;
     ``used`` is clamped to ``injections`` (a hand-edited file may say more)."""
-    values = np.zeros(len(facts), dtype=np.float64)
-    for i, fact in enumerate(facts):
-        used = getattr(fact, "used", 0)
-        if used > 0:
-            injections = max(fact.injections, used)
-            values[i] = used / (injections + prior)
-    return values
+    used = np.fromiter((getattr(f, "used", 0) for f in facts), np.float64, len(facts))
+    injections = np.fromiter((f.injections for f in facts), np.float64, len(facts))
+    return usage_ratios(used, injections, prior)
+
+
+def usage_ratios(
+    used: np.ndarray, injections: np.ndarray, prior: float = USAGE_PRIOR
+) -> np.ndarray:
+    """:func:`access_frequency` of counts already read (a derived snapshot's columns)."""
+    used = np.asarray(used, dtype=np.float64)
+    clamped = np.maximum(np.asarray(injections, dtype=np.float64), used)
+    return np.divide(used, clamped + prior, out=np.zeros(len(used)), where=used > 0)
