@@ -48,7 +48,7 @@ from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
 from deermem_middleware.retrieval.lexical import CharNgramIndex, hashed_counts
 from deermem_middleware.screen import TextAssessment, assess_memory_text, screened_texts
 
-__all__ = ["Derivation", "Deriver", "active_facts", "derive", "fact_columns"]
+__all__ = ["Derivation", "Deriver", "active_facts", "derive", "fact_columns", "lexical_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,20 @@ def fact_columns(facts: Sequence[Fact]) -> tuple[np.ndarray, tuple[str, ...]]:
         row[9] = categories.setdefault(fact.category, len(categories))
         row[10] = 1.0 if fact.manual else 0.0
     return out, tuple(categories)
+
+
+def lexical_index(
+    texts: Sequence[str], found: Sequence[tuple[DerivedSnapshot, int] | None]
+) -> CharNgramIndex:
+    """The n-gram index of ``texts``: each text's row taken from the snapshot row ``found``
+    names for it, the texts without one analysed now."""
+    todo = [i for i, where in enumerate(found) if where is None]
+    fresh = dict(zip(todo, hashed_counts([texts[i] for i in todo]), strict=True))
+    rows: list[tuple[np.ndarray, np.ndarray]] = []
+    for i, where in enumerate(found):
+        ids, counts = where[0].lexical_row(where[1]) if where is not None else fresh[i]
+        rows.append((np.asarray(ids, dtype=np.int64), 1.0 + np.log(np.asarray(counts, float))))
+    return CharNgramIndex.from_rows(rows)
 
 
 def active_facts(memory: Memory) -> tuple[Fact, ...]:
@@ -299,17 +313,8 @@ def derive(
         vectors[embedded], scales[embedded] = quantized, fresh_scales
 
     # -- lexical rows and entities (cheap: every fact, every time) ---------------------------
-    todo = [i for i, s in enumerate(sources) if s.lexical is None]
-    fresh_rows = dict(zip(todo, hashed_counts([texts[i] for i in todo]), strict=True))
-    rows: list[tuple[np.ndarray, np.ndarray]] = []
-    for i, source in enumerate(sources):
-        if source.lexical is not None:
-            snapshot, row = source.lexical
-            ids, counts = snapshot.lexical_row(row)
-        else:
-            ids, counts = fresh_rows[i]
-        rows.append((np.asarray(ids, dtype=np.int64), 1.0 + np.log(np.asarray(counts, float))))
-    vocab, colptr, lex_row, lex_weight, lex_norm = CharNgramIndex.from_rows(rows).arrays()
+    lexical = lexical_index(texts, [s.lexical for s in sources])
+    vocab, colptr, lex_row, lex_weight, lex_norm = lexical.arrays()
     entity_lists = [
         s.entities[0].entities(s.entities[1]) if s.entities is not None else extract_entities(t)
         for s, t in zip(sources, texts, strict=True)

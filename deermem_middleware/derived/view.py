@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from deermem_middleware.derived.derive import active_facts
+from deermem_middleware.derived.derive import active_facts, lexical_index
 from deermem_middleware.derived.snapshot import (
     DerivedSnapshot,
     MadeBy,
@@ -29,7 +29,7 @@ from deermem_middleware.derived.snapshot import (
 )
 from deermem_middleware.memory.document import Fact, Memory
 from deermem_middleware.retrieval.entities import EntityIndex, extract_entities
-from deermem_middleware.retrieval.lexical import _ANALYZER, CharNgramIndex
+from deermem_middleware.retrieval.lexical import CharNgramIndex
 from deermem_middleware.screen import TextAssessment
 
 __all__ = ["DerivedView", "open_snapshot"]
@@ -164,19 +164,8 @@ class DerivedView:
             return CharNgramIndex.from_csc(
                 n, s.lex_vocab, s.lex_colptr, s.lex_row, s.lex_weight.astype(np.float32)
             )
-        todo = [i for i in range(n) if not has[i]]
-        fresh = dict(
-            zip(todo, _ANALYZER.transform([self.facts[i].content for i in todo]), strict=True)
-        )
-        rows: list[tuple[np.ndarray, np.ndarray]] = []
-        for i in range(n):
-            if has[i]:
-                assert s is not None
-                ids, counts = s.lexical_row(int(self.rows[i]))
-                rows.append((ids, 1.0 + np.log(counts)))
-            else:
-                rows.append(fresh[i])
-        return CharNgramIndex.from_rows(rows)
+        found = [(s, int(self.rows[i])) if s is not None and has[i] else None for i in range(n)]
+        return lexical_index([f.content for f in self.facts], found)
 
     # -- entities ---------------------------------------------------------------------------
 
