@@ -27,8 +27,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 
 import yaml
 
@@ -271,11 +271,18 @@ def deerflow_fact(fact: Fact, *, include_status: bool = False) -> dict[str, Any]
     return out
 
 
-def _sections(memory: Memory, names: Sequence[str]) -> dict[str, Any]:
-    return {
+def _sections(memory: Memory, group: Literal["user", "history"]) -> dict[str, Any]:
+    """One group's sections as DeerFlow writes them: ours (``summary``, ``updatedAt``), then
+    every section we do not model, as it was read (a newer DeerFlow's ``user.cognitiveStyle``
+    goes back to it unchanged)."""
+    names = USER_FIELDS if group == "user" else HISTORY_FIELDS
+    out: dict[str, Any] = {
         n: {"summary": memory.section(n).summary, "updatedAt": memory.section(n).updatedAt}
         for n in names
     }
+    for name, value in memory.unknown_sections(group).items():
+        out.setdefault(name, copy.deepcopy(value))
+    return out
 
 
 def to_deerflow(memory: Memory, *, include_inactive: bool = False) -> dict[str, Any]:
@@ -286,8 +293,8 @@ def to_deerflow(memory: Memory, *, include_inactive: bool = False) -> dict[str, 
     return {
         "version": "1.0",
         "lastUpdated": last_updated(memory),
-        "user": _sections(memory, USER_FIELDS),
-        "history": _sections(memory, HISTORY_FIELDS),
+        "user": _sections(memory, "user"),
+        "history": _sections(memory, "history"),
         "facts": [
             deerflow_fact(f, include_status=include_inactive)
             for f in memory.facts
@@ -308,8 +315,8 @@ def v2_manifest(memory: Memory, *, revision: int = 1) -> dict[str, Any]:
         "version": V2_VERSION,
         "revision": revision,
         "lastUpdated": last_updated(memory),
-        "user": _sections(memory, USER_FIELDS),
-        "history": _sections(memory, HISTORY_FIELDS),
+        "user": _sections(memory, "user"),
+        "history": _sections(memory, "history"),
     }
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Literal
 
 from deermem_middleware.formats.deerflow import (
     fact_shard,
@@ -72,6 +72,20 @@ def _newest_summaries(documents: Mapping[str, Memory]) -> Memory:
         if best is not None:
             group = "user" if name in USER_FIELDS else "history"
             holder = getattr(result, group).model_copy(update={name: best})
+            result = result.model_copy(update={group: holder})
+    groups: tuple[Literal["user", "history"], ...] = ("user", "history")
+    for group in groups:
+        unknown: dict[str, tuple[str, Any]] = {}
+        for agent in order:  # the sections we do not model: the newest of each, as read
+            for name, value in documents[agent].unknown_sections(group).items():
+                stamp = value.get("updatedAt") if isinstance(value, dict) else None
+                stamp = stamp if isinstance(stamp, str) else ""
+                if name not in unknown or stamp > unknown[name][0]:
+                    unknown[name] = (stamp, value)
+        if unknown:
+            holder = getattr(result, group).model_copy(
+                update={name: value for name, (_, value) in unknown.items()}
+            )
             result = result.model_copy(update={group: holder})
     stamps = [last_updated(m) for m in documents.values()]
     return result.model_copy(update={"lastUpdated": max(stamps) if stamps else ""})

@@ -24,9 +24,9 @@ references relative to its folder) stays with the command, which hands its part 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from deermem_middleware.formats.interchange import CapReport, cap_document, invalid_text
 from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Fact, Memory
@@ -187,10 +187,30 @@ class MergeReport:
         self.sections += [s for s in other.sections if s not in self.sections]
 
 
+def _section_time(value: Any) -> str:
+    stamp = value.get("updatedAt") if isinstance(value, Mapping) else None
+    return stamp if isinstance(stamp, str) else ""
+
+
+def _newer_unknown_sections(
+    current: Memory, incoming: Memory, group: Literal["user", "history"]
+) -> dict[str, Any]:
+    """The sections of ``group`` we do not model (``user.cognitiveStyle``) that ``incoming``
+    adds: ones ``current`` lacks, or has with an older ``updatedAt`` — the rule of the known
+    summaries, applied to sections kept as they were read."""
+    mine = current.unknown_sections(group)
+    return {
+        name: value
+        for name, value in incoming.unknown_sections(group).items()
+        if name not in mine or _section_time(value) > _section_time(mine[name])
+    }
+
+
 def merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, MergeReport]:
     """``current`` plus what ``incoming`` adds: new facts (not the same id, not the same text
     after :func:`~deermem_middleware.memory.facts.normalize_fact_text`), summaries that are newer
-    or fill an empty one, and watermarks and unknown top-level keys ``current`` does not have.
+    or fill an empty one (the sections we do not model too), and watermarks and unknown
+    top-level keys ``current`` does not have.
 
     Nothing of ``current`` is overwritten but older summaries: an import must not undo what the
     memory learnt since the export. Returns ``current`` itself when nothing is new, so the
@@ -219,6 +239,11 @@ def merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, M
                 user = user.model_copy(update={name: theirs})
             else:
                 history = history.model_copy(update={name: theirs})
+    newer_user = _newer_unknown_sections(current, incoming, "user")
+    newer_history = _newer_unknown_sections(current, incoming, "history")
+    report.sections += [*newer_user, *newer_history]
+    user = user.model_copy(update=newer_user) if newer_user else user
+    history = history.model_copy(update=newer_history) if newer_history else history
     watermarks = {**incoming.watermarks, **current.watermarks}
     extras = {
         k: v

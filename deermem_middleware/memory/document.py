@@ -391,6 +391,16 @@ class Memory(BaseModel):
         section: Section = getattr(group, name)
         return section
 
+    def unknown_sections(self, group: Literal["user", "history"]) -> dict[str, Any]:
+        """The sections of ``group`` this package does not model — a newer DeerFlow's
+        ``user.cognitiveStyle`` (its pull request #3182), a section another tool added — as they
+        were read. They are kept through every update, import, carry-over and export (the
+        ``extra="allow"`` of the group models), exported as they came, and never injected: the
+        block shows only the sections of :data:`SECTION_FIELDS`, whose labels and screening we
+        know."""
+        holder: BaseModel = self.user if group == "user" else self.history
+        return dict(holder.model_extra or {})
+
     def to_json_dict(self) -> dict[str, Any]:
         """The document as stored: DeerFlow's keys plus ours, unknown keys preserved."""
         return self.model_dump(mode="json", by_alias=True)

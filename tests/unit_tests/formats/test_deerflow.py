@@ -527,3 +527,20 @@ def test_v1_round_trip_keeps_every_fact_and_unknown_key() -> None:
     exported = to_deerflow(again)
     assert exported["facts"] == original["facts"]
     check_v1_export(exported)
+
+
+def test_sections_we_do_not_model_round_trip_as_read() -> None:
+    style = {"summary": "Conclusions first.", "updatedAt": "2026-01-02T00:00:00Z", "scope": "user"}
+    plans = {"summary": "Moon.", "updatedAt": "", "weight": [1, 2]}
+    data = {
+        "version": "1.0",
+        "user": {"cognitiveStyle": style},
+        "history": {"futurePlans": plans},
+        "facts": [],
+    }
+    memory, _ = from_deerflow(data)
+    out = to_deerflow(memory)
+    assert list(out["user"]) == ["workContext", "personalContext", "topOfMind", "cognitiveStyle"]
+    assert json.dumps(out["user"]["cognitiveStyle"]) == json.dumps(style)
+    assert json.dumps(out["history"]["futurePlans"]) == json.dumps(plans)
+    assert v2_manifest(memory)["user"]["cognitiveStyle"] == style

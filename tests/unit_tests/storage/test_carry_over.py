@@ -10,6 +10,7 @@ contract). Each test checks that DeerFlow's files are byte-identical afterwards.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 import threading
@@ -221,3 +222,30 @@ def test_a_plain_config_has_no_deerflow_folder(tmp_path: Path) -> None:
     path = tmp_path / "memory.yaml"
     path.write_text("memory:\n  storage_path: mem\n", encoding="utf-8")
     assert load_memory_config(path).deerflow_memory_folder is None
+
+
+COGNITIVE = {
+    "summary": "Prefers conclusions first, then the details.",
+    "updatedAt": "2026-01-11T09:30:00Z",
+    "scope": "user",
+}
+"""A section a newer DeerFlow writes (its pull request #3182) that we do not model."""
+
+
+def test_a_section_we_do_not_model_is_carried_over_exported_as_read_and_not_injected(
+    managers: Any, home: Path
+) -> None:
+    path = home / "users" / "bob" / "memory.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["user"]["cognitiveStyle"] = COGNITIVE
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    manager = managers()
+
+    exported = manager.export_memory(user_id="bob")
+    assert json.dumps(exported["user"]["cognitiveStyle"]) == json.dumps(COGNITIVE)
+    assert "conclusions first" not in manager.get_context("bob")
+    # import into another user and export again: the section comes back byte for byte
+    manager.import_memory(exported, user_id="carol")
+    again = manager.export_memory(user_id="carol")
+    assert json.dumps(again["user"]["cognitiveStyle"]) == json.dumps(COGNITIVE)
+    assert [f["id"] for f in again["facts"]] == [f["id"] for f in exported["facts"]]
