@@ -41,6 +41,7 @@ from pydantic import PrivateAttr
 
 from deermem_middleware.config import MemoryConfig
 from deermem_middleware.deerflow import edits, gateway, turns
+from deermem_middleware.deerflow.agent_switch import AgentSwitch
 from deermem_middleware.deerflow.backend_config import (
     HOST_HOOKS,
     HostHooks,
@@ -119,6 +120,8 @@ class DeermemMemoryManager(MemoryManager):
     """Taken (never released) by the one call that asks the host for its chat model."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _turns: turns.TurnMessages = PrivateAttr(default_factory=turns.TurnMessages)
+    _switch: AgentSwitch = PrivateAttr(default_factory=AgentSwitch)
+    """A custom agent's own ``config.yaml`` switching its memory off (:mod:`.agent_switch`)."""
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
@@ -209,6 +212,8 @@ class DeermemMemoryManager(MemoryManager):
     ) -> None:
         try:
             user, agent = turns.user_or_default(user), turns.agent_or_none(agent)
+            if self._switch.off(agent, user):
+                return  # the agent's own config.yaml switched its memory off
             service = self._engine(user, agent)
             self._ensure_model(service)
             visible = visible_messages(messages, self._hooks.keep_hidden)
@@ -237,6 +242,8 @@ class DeermemMemoryManager(MemoryManager):
         then the most used, recent and confident facts, spread over topics). In tool mode the
         summaries only: the model searches the facts with DeerFlow's memory tools."""
         user, agent = turns.identity(user_id, agent_name)
+        if self._switch.off(agent, user):
+            return ""  # the agent's own config.yaml switched its memory off
         service = self._engine(user, agent)
         if not service.injecting:
             return ""
