@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from langchain_core.messages import BaseMessage
 
-from deermem_middleware.memory.conversation import message_text
+from deermem_middleware.memory.conversation import strip_server_blocks, user_words
 from deermem_middleware.runtime.ids import context_value, current_config
 from deermem_middleware.storage.base import DEFAULT_USER
 
@@ -51,15 +51,18 @@ def identity(user_id: str | None, agent_name: str | None) -> tuple[str, str | No
 
 def user_text(message: Any) -> str | None:
     """What the user said in a turn-start ``message`` (a message, a dict or text); None for an
-    assistant or tool message."""
+    assistant or tool message. The user's own words (:func:`user_words`): never an upload list
+    or another block DeerFlow's framework wrote, which would rank facts by file names."""
     if isinstance(message, BaseMessage):
-        return message_text(message.content) if message.type == "human" else None
+        if message.type != "human":
+            return None
+        return user_words(message.content, message.additional_kwargs)
     if isinstance(message, Mapping):
         if message.get("role", message.get("type", "user")) not in ("user", "human"):
             return None
-        return message_text(message.get("content"))
+        return user_words(message.get("content"), message.get("additional_kwargs"))
     if isinstance(message, str):
-        return message
+        return strip_server_blocks(message)
     return None
 
 

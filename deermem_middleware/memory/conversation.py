@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -24,6 +24,9 @@ from deermem_middleware.memory.time import parse_timestamp
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_CHARS",
+    "ORIGINAL_USER_CONTENT_KEY",
+    "SERVER_BLOCK_TAGS",
+    "UPLOAD_TAGS",
     "Turn",
     "filter_messages",
     "has_enough_for_update",
@@ -31,9 +34,11 @@ __all__ = [
     "merge_captures",
     "message_text",
     "message_time",
+    "strip_server_blocks",
     "strip_uploads",
     "truncate_middle",
     "turns_after",
+    "user_words",
 ]
 
 DEFAULT_MAX_MESSAGE_CHARS: Final = 4000
@@ -77,9 +82,69 @@ class Turn:
         )
 
 
-_UPLOAD_BLOCK = re.compile(
-    r"<uploaded_files>.*?(?:</uploaded_files>|\Z)", re.DOTALL | re.IGNORECASE
+ORIGINAL_USER_CONTENT_KEY: Final = "original_user_content"
+"""The ``additional_kwargs`` key under which DeerFlow keeps what the user typed, before its
+``UploadsMiddleware`` prepends the ``<current_uploads>`` block to the message's content."""
+
+UPLOAD_TAGS: Final = frozenset({"current_uploads", "uploaded_files"})
+"""The blocks that list uploaded files: ``<current_uploads>`` (DeerFlow's ``UploadsMiddleware``)
+and the legacy ``<uploaded_files>`` (older DeerFlow; still in stored threads)."""
+
+SERVER_BLOCK_TAGS: Final = UPLOAD_TAGS | frozenset(
+    {
+        "system-reminder",
+        "system_reminder",
+        "memory",
+        "current_date",
+        "think",
+        "analysis",
+        "role",
+        "soul",
+        "self_update",
+        "thinking_style",
+        "clarification_system",
+        "critical_reminders",
+        "response_style",
+        "citations",
+        "subagent_system",
+        "skill_system",
+        "skill_index",
+        "available_skills",
+        "disabled_skills",
+        "memory_tool_system",
+        "todo_list_system",
+        "durable_context_data",
+        "slash_skill_activation",
+        "mcp_routing_hints",
+        "available-deferred-tools",
+        "goal_continuation",
+        "background_task_event",
+        "file_editing_workflow",
+        "guidelines",
+        "output_format",
+        "working_directory",
+        "tool_restrictions",
+    }
 )
+"""The blocks DeerFlow's framework writes into model input (its input sanitiser's list of
+framework authority tags, ``input_sanitization_middleware._BLOCKED_TAG_NAMES`` without the
+generic injection words ``system``, ``instruction``, ...). None of them is the user's words:
+a file list, a date, a reminder, memory we injected ourselves — or the user forging one, which
+must not become a "fact" either."""
+
+_TAG_NAMES = "|".join(re.escape(tag) for tag in sorted(SERVER_BLOCK_TAGS, key=len, reverse=True))
+_UPLOAD_NAMES = "|".join(re.escape(tag) for tag in sorted(UPLOAD_TAGS))
+_TAG_END = r"(?=[\s/>])[^>]*>"
+"""The rest of a tag after its name: the name must end there (``<memory_x>`` is another tag)."""
+_SERVER_BLOCK = re.compile(
+    rf"<\s*(?P<tag>{_TAG_NAMES}){_TAG_END}.*?<\s*/\s*(?P=tag)\s*>",
+    re.DOTALL | re.IGNORECASE,
+)
+_OPEN_UPLOAD_BLOCK = re.compile(
+    rf"<\s*(?:{_UPLOAD_NAMES}){_TAG_END}.*\Z", re.DOTALL | re.IGNORECASE
+)
+_STRAY_TAG = re.compile(rf"<\s*/?\s*(?:{_TAG_NAMES}){_TAG_END}", re.IGNORECASE)
+_BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 # Whole-message acknowledgements. Compared after casefolding and stripping punctuation/emoji.
 _ACKS: Final = frozenset(
@@ -224,9 +289,56 @@ def message_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def strip_server_blocks(text: str) -> str:
+    """``text`` without the blocks DeerFlow's framework writes (:data:`SERVER_BLOCK_TAGS`).
+
+    A whole ``<tag>…</tag>`` block goes with its content; an upload block left open (a message
+    cut after it began) goes to the end, as everything after it is the file list; a lone
+    opening or closing tag of those names goes alone, so the words around it stay.
+    """
+    if "<" not in text:
+        return text.strip()
+    text = _SERVER_BLOCK.sub("", text)
+    text = _OPEN_UPLOAD_BLOCK.sub("", text)
+    text = _STRAY_TAG.sub("", text)
+    return _BLANK_RUN.sub("\n\n", text).strip()
+
+
 def strip_uploads(text: str) -> str:
-    """Remove ``<uploaded_files>…</uploaded_files>`` blocks (unterminated: to the end)."""
-    return _UPLOAD_BLOCK.sub("", text).strip()
+    """Remove the upload lists (``<current_uploads>``, ``<uploaded_files>``) and every other
+    block DeerFlow's framework writes: :func:`strip_server_blocks`."""
+    return strip_server_blocks(text)
+
+
+_MEDIA_TYPES: Final = frozenset(
+    {"image", "image_url", "input_image", "audio", "input_audio", "file", "input_file"}
+)
+
+
+def user_words(content: Any, additional_kwargs: Mapping[str, Any] | None = None) -> str:
+    """What the user said in a message: the text the memory learns from and ranks facts by.
+
+    DeerFlow's ``UploadsMiddleware`` prepends a ``<current_uploads>`` block (file names, their
+    sandbox paths, outlines of their contents) to the content of the message and keeps what the
+    user typed in ``additional_kwargs["original_user_content"]``: that text is taken when it is
+    a string (with placeholders for the images or files of the content), else the content's
+    text. Either way without :func:`strip_server_blocks`' blocks.
+    """
+    original = (
+        additional_kwargs.get(ORIGINAL_USER_CONTENT_KEY)
+        if isinstance(additional_kwargs, Mapping)
+        else None
+    )
+    if isinstance(original, str):
+        media = ""
+        if isinstance(content, list):
+            media = message_text(
+                [b for b in content if isinstance(b, dict) and b.get("type") in _MEDIA_TYPES]
+            )
+        text = "\n".join(part for part in (original, media) if part)
+    else:
+        text = message_text(content)
+    return strip_server_blocks(text)
 
 
 def truncate_middle(text: str, max_chars: int) -> str:
@@ -309,7 +421,8 @@ def filter_messages(
     """The turns of a conversation the memory may see, in order.
 
     Keeps user messages and final assistant answers; drops tool messages and assistant messages
-    that call tools; strips upload blocks; drops acknowledgements and empty user messages *together
+    that call tools; takes the user's own words (:func:`user_words`: no upload lists, no other
+    block DeerFlow's framework writes); drops acknowledgements and empty user messages *together
     with the reply to them* (the reply to "thanks" is "you're welcome", not a fact).
 
     Each turn's ``at`` is :func:`message_time`, else ``now`` (the capture time) when given.
@@ -321,9 +434,8 @@ def filter_messages(
         role = _role_of(message)
         if role is None:
             continue
-        text = message_text(message.content)
         if role == "user":
-            text = strip_uploads(text)
+            text = user_words(message.content, message.additional_kwargs)
             skip_reply = not text or is_trivial_ack(text)
             if skip_reply:
                 continue
@@ -333,7 +445,7 @@ def filter_messages(
                 # were already dropped above, so this is the reply that closes the exchange
                 skip_reply = False
                 continue
-            text = text.strip()
+            text = strip_server_blocks(message_text(message.content))
             if not text:
                 continue
         fingerprint = _fingerprint(message, role, text)

@@ -32,6 +32,21 @@ def test_user_text_reads_only_what_the_user_said() -> None:
     assert user_text(42) is None
 
 
+def test_user_text_of_an_upload_turn_is_the_users_own_words() -> None:
+    """The text ``get_context`` ranks facts by: never DeerFlow's ``<current_uploads>`` list."""
+    block = (
+        "<current_uploads>\n- q3.pdf (1.0 KB)\n"
+        "  Path: /mnt/user-data/uploads/q3.pdf\n</current_uploads>"
+    )
+    said = "Which of my projects is late?"
+    kept = {"original_user_content": said}
+    assert user_text(HumanMessage(f"{block}\n\n{said}", additional_kwargs=kept)) == said
+    assert user_text(HumanMessage(f"{block}\n\n{said}")) == said
+    as_dict = {"role": "user", "content": f"{block}\n\n{said}", "additional_kwargs": kept}
+    assert user_text(as_dict) == said
+    assert user_text(f"{block}\n\n{said}") == said
+
+
 def test_turn_identity_looks_in_keywords_context_and_config() -> None:
     assert turn_identity({"user_id": "u", "context": {"agent_name": "a"}}) == ("u", "a", None)
     config = {"configurable": {"thread_id": "t9", "user_id": "from-config"}}
