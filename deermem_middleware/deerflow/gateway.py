@@ -36,8 +36,11 @@ logger = logging.getLogger(__name__)
 
 def document(memory: Memory, revision: int) -> dict[str, Any]:
     """DeerFlow's v1.0 document (active facts; ``lastUpdated`` always a time) plus our
-    ``revision``."""
+    ``revision``. Its facts are listed by id, as DeerFlow's DeerMem lists every document it
+    answers with (it reads its fact files back sorted by id), so a fact the gateway just created
+    or edited sits where DeerMem puts it; the stored order (oldest first) is unchanged."""
     data = to_deerflow(memory)
+    data["facts"] = sorted(data["facts"], key=lambda fact: str(fact["id"]))
     data["revision"] = revision
     return data
 

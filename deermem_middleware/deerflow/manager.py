@@ -40,7 +40,7 @@ from langchain_core.messages import HumanMessage
 from pydantic import PrivateAttr
 
 from deermem_middleware.config import MemoryConfig
-from deermem_middleware.deerflow import edits, gateway, turns
+from deermem_middleware.deerflow import edits, gateway, policy, turns
 from deermem_middleware.deerflow.agent_switch import AgentSwitch
 from deermem_middleware.deerflow.backend_config import (
     HOST_HOOKS,
@@ -53,7 +53,7 @@ from deermem_middleware.deerflow.backend_config import (
 from deermem_middleware.memory.document import Memory, new_fact_id, utc_now_iso
 from deermem_middleware.runtime.agents import AgentEngines
 from deermem_middleware.runtime.service import MemoryService
-from deermem_middleware.storage.base import MemoryScope
+from deermem_middleware.storage.base import CorruptedMemoryError, MemoryScope
 
 __all__ = [
     "HOST_HOOKS",
@@ -110,6 +110,8 @@ class DeermemMemoryManager(MemoryManager):
     """DeerFlow's ``MemoryManager`` over this package's engine (see the module docstring)."""
 
     supports_search: ClassVar[bool] = True
+    supports_query_aware_context: ClassVar[bool] = True
+    """DeerFlow (PR #4732) passes each turn's user message to ``get_context`` as ``query``."""
 
     _config: MemoryConfig = PrivateAttr()
     _service: MemoryService | None = PrivateAttr(default=None)
@@ -122,16 +124,18 @@ class DeermemMemoryManager(MemoryManager):
     _turns: turns.TurnMessages = PrivateAttr(default_factory=turns.TurnMessages)
     _switch: AgentSwitch = PrivateAttr(default_factory=AgentSwitch)
     """A custom agent's own ``config.yaml`` switching its memory off (:mod:`.agent_switch`)."""
+    _read_policy: policy.ReadPolicy = PrivateAttr(default="fail_open")
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        self._config = memory_config_from_backend_config(self.backend_config)
+        self._read_policy = policy.read_policy(self.backend_config)
+        self._config = memory_config_from_backend_config(policy.without_policy(self.backend_config))
         self._hooks = HostHooks.resolve(self.backend_config)
         self._service = MemoryService.acquire(self._config)
         self._agents = AgentEngines(
             self._service,
             settings=lambda agent, _user: agent_config_from_backend_config(
-                self.backend_config, agent
+                policy.without_policy(self.backend_config), agent
             ),
             per_run=True,
         )
@@ -147,6 +151,7 @@ class DeermemMemoryManager(MemoryManager):
         """Built from DeerFlow's ``backend_config`` (see :func:`memory_config_from_backend_config`)
         and host hooks (see :data:`HOST_HOOKS`); managers with the same config share one engine."""
         config = dict(backend_config or {})
+        policy.read_policy(config)  # a wrong one as ConfigError, before pydantic wraps it
         manager = cls(backend_config=config, mode=mode, callbacks=host_hooks.get("callbacks"))
         manager._hooks = HostHooks.resolve(manager.backend_config, host_hooks)
         return manager
@@ -233,28 +238,64 @@ class DeermemMemoryManager(MemoryManager):
         *,
         agent_name: str | None = None,
         thread_id: str | None = None,
+        query: str | None = None,
     ) -> str:
         """The memory to inject (our block's content, within ``max_injection_tokens``); "" when
-        there is none. Its facts are ranked by the newest message the user said that this
-        backend saw — this thread's turn start (``on_turn_start``), else the user's last
-        message in an ``add`` (DeerFlow's lead agent calls this with no message, when it builds
-        the system prompt) — and with none, by the query-less choice (guaranteed categories,
-        then the most used, recent and confident facts, spread over topics). In tool mode the
-        summaries only: the model searches the facts with DeerFlow's memory tools."""
+        there is none. Its facts are ranked by ``query`` — the turn's user message, which
+        DeerFlow's per-turn recall passes (PR #4732) — else by the newest message the user said
+        that this backend saw: this thread's turn start (``on_turn_start``), else the user's
+        last message in an ``add`` (DeerFlow's session snapshot names no message); with none,
+        by the query-less choice (guaranteed categories, then the most used, recent and
+        confident facts, spread over topics). In tool mode the summaries only: the model
+        searches the facts with DeerFlow's memory tools.
+
+        A failed read follows ``backend_config.failure_policy.read``: ``fail_open`` (default)
+        logs it and returns "", ``fail_closed`` raises DeerFlow's ``MemoryManagerError`` (its
+        ``MemoryCorruptionError`` for unreadable memory), which DeerFlow's host re-raises."""
+        try:
+            return self._context(user_id, agent_name, thread_id, query)
+        except Exception as exc:
+            if self._read_policy == "fail_closed":
+                raise self._read_error(exc, user_id) from exc
+            logger.exception("memory context of user %r failed; injecting none", user_id)
+            return ""
+
+    def _context(
+        self, user_id: str | None, agent_name: str | None, thread_id: str | None, query: str | None
+    ) -> str:
         user, agent = turns.identity(user_id, agent_name)
         if self._switch.off(agent, user):
             return ""  # the agent's own config.yaml switched its memory off
         service = self._engine(user, agent)
         if not service.injecting:
             return ""
-        said = self._turns.latest(user, agent, thread_id or None)
+        thread = thread_id or None
+        said = query if isinstance(query, str) and query.strip() else None
+        said = said or self._turns.latest(user, agent, thread)
         messages = [HumanMessage(said)] if said else []
         # tool mode: DeerFlow tells the model that only the summaries are injected and that it
         # finds the facts with its memory tools, as DeerFlow's own backend does
         block = service.memory_block(
-            messages, user, agent, thread_id=thread_id or None, with_facts=self.mode != "tool"
+            messages,
+            user,
+            agent,
+            thread_id=thread,
+            with_facts=self.mode != "tool",
+            fail_closed=self._read_policy == "fail_closed",
         )
         return gateway.unwrapped(block)
+
+    @staticmethod
+    def _read_error(exc: Exception, user_id: str | None) -> RuntimeError:
+        """``exc`` (a failed memory read) as DeerFlow's error: its own classes as they are,
+        unreadable memory as ``MemoryCorruptionError``, anything else as ``MemoryManagerError``
+        naming the user and the cause."""
+        if isinstance(exc, MemoryManagerError):
+            return exc
+        why = f"reading the memory of user {user_id!r} failed: {type(exc).__name__}: {exc}"
+        if isinstance(exc, CorruptedMemoryError):
+            return MemoryCorruptionError(why)
+        return MemoryManagerError(why)
 
     # -- tier 2 -----------------------------------------------------------------------------------
 
@@ -437,6 +478,36 @@ class DeermemMemoryManager(MemoryManager):
             change = edits.editing(fact_id, content, category, confidence)
         return self._write(self._scope(user_id, agent_name), change)
 
+    def batch_update_facts(
+        self,
+        updates: list[dict[str, Any]],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Change several facts at once (DeerFlow PR #4885): each item a ``fact_id`` and the
+        fields to change (``content``, ``category``, ``confidence``), applied like
+        :meth:`update_fact`, all in one compare-and-set — every value is checked, then every
+        id, before anything changes: one bad item changes nothing. 1 to 100 items. ValueError
+        like :meth:`update_fact` (and ``"fact_id"``, ``"updates"``); KeyError naming the first
+        missing fact."""
+        with gateway.fact_errors():
+            change = edits.editing_many(updates)
+        return self._write(self._scope(user_id, agent_name), change)
+
+    def batch_delete_facts(
+        self,
+        fact_ids: list[str],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Remove several facts at once (DeerFlow PR #4885), in one compare-and-set: every id
+        is looked up before any fact is removed, so a missing one (KeyError naming it) removes
+        nothing. 1 to 100 ids (ValueError ``"fact_ids"``)."""
+        change = edits.removing_many(fact_ids)
+        return self._write(self._scope(user_id, agent_name), change)
+
     def on_turn_start(self, turn_number: int, message: Any, **kwargs: Any) -> None:
         """Remember the user's message of this turn: :meth:`get_context` ranks facts by it.
 
@@ -477,10 +548,11 @@ class DeermemMemoryManager(MemoryManager):
         *,
         agent_name: str | None = None,
         thread_id: str | None = None,
+        query: str | None = None,
     ) -> str:
         """:meth:`get_context` off the event loop."""
         return await asyncio.to_thread(
-            self.get_context, user_id, agent_name=agent_name, thread_id=thread_id
+            self.get_context, user_id, agent_name=agent_name, thread_id=thread_id, query=query
         )
 
     async def asearch(

@@ -105,6 +105,7 @@ class EngineTurns(EngineReads):
         *,
         thread_id: str | None = None,
         with_facts: bool = True,
+        fail_closed: bool = False,
     ) -> str:
         """The ``<memory>`` block for a model call about to be made, recorded in the ledger;
         "" when there is nothing to inject or memory failed (logged: the call goes on) — a
@@ -115,7 +116,8 @@ class EngineTurns(EngineReads):
         ``thread_id``: the conversation, for a host that asks outside a graph run (None: the
         running graph's thread) — the usage signal compares that thread's answer with it.
         ``with_facts`` False: the summaries only (a host whose model searches the facts itself
-        with memory tools)."""
+        with memory tools). ``fail_closed``: a failure is logged and raised instead (a host
+        whose failure policy fails the turn when its memory cannot be read)."""
         try:
             scope = self.scope(user_id, agent_name)
             memory, index = self._current(scope, self._hot_path.call)
@@ -125,9 +127,13 @@ class EngineTurns(EngineReads):
                 summaries = memory.model_copy(update={"facts": ()})
                 rendered = self._recall.explain(scope, summaries, messages, index=index)
         except StorageUnavailable:  # logged once per outage by the guard; the call goes on
+            if fail_closed:
+                raise
             return ""
         except Exception as exc:
             self.report_injection_error(exc, user_id)
+            if fail_closed:
+                raise
             return ""
         if rendered.text:
             self._record_injection(scope, rendered, thread_id)

@@ -164,6 +164,8 @@ def test_every_override_has_the_contracts_exact_signature(contract: ModuleType) 
         "create_fact",
         "delete_fact",
         "update_fact",
+        "batch_update_facts",
+        "batch_delete_facts",
         "on_turn_start",
         "aadd",
         "aget_context",
@@ -180,6 +182,19 @@ def test_every_override_has_the_contracts_exact_signature(contract: ModuleType) 
         assert inspect.iscoroutinefunction(getattr(cls, name)) == inspect.iscoroutinefunction(
             getattr(base, name)
         ), name
+    assert cls.supports_query_aware_context is True
+    # today's DeerFlow (without the pull requests): the same parameters, and what they add is
+    # keyword-only with a None default, so every call of today's contract binds as it did
+    added = {p for pr in contract.PULL_REQUEST_ADDITIONS.values() for p in pr.get("parameters", ())}
+    today, _ = _model_signatures(base, contract.PULL_REQUEST_ADDITIONS, _MODELLED_PULL_REQUESTS)
+    for name in set(overridden) & set(today):
+        params = list(inspect.signature(getattr(cls, name)).parameters.values())
+        if not isinstance(vars(cls)[name], classmethod):
+            params = params[1:]
+        extra = [p for p in params if f"{name}.{p.name}" in added]
+        assert all(p.kind is p.KEYWORD_ONLY and p.default is None for p in extra), name
+        kept = [(p.name, p.kind, p.default) for p in params if p not in extra]
+        assert kept == today[name], name
 
 
 _NO_DEFAULT = inspect.Parameter.empty
@@ -219,36 +234,97 @@ def _ast_signatures(path: Path) -> tuple[dict[str, list[tuple[str, Any, Any]]], 
     return methods, attributes, set(classes)
 
 
+_MANAGER_FILE = ("backend", "packages", "harness", "deerflow", "agents", "memory", "manager.py")
+_MODELLED_PULL_REQUESTS = (4732, 4885)
+"""The open DeerFlow pull requests applied in our contract model (``PULL_REQUEST_ADDITIONS``)."""
+_PATCHES = [
+    patch
+    for number in _MODELLED_PULL_REQUESTS
+    for patch in pinned("prs", f"deerflow-pr-{number}.patch")
+]
+
+
+def _patched(manager_file: Path, patches: list[Path], folder: Path) -> Path:
+    """DeerFlow's ``manager.py`` with the pull requests' patches applied (their other files left
+    out), in ``folder``."""
+    target = folder.joinpath(*_MANAGER_FILE)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(manager_file.read_bytes())
+    for patch in patches:
+        subprocess.run(
+            ["git", "apply", f"--include={'/'.join(_MANAGER_FILE)}", str(patch)],
+            cwd=folder,
+            check=True,
+            capture_output=True,
+        )
+    return target
+
+
+def _model_signatures(
+    model: type[Any], additions: dict[int, dict[str, tuple[str, ...]]], left_out: tuple[int, ...]
+) -> tuple[dict[str, list[tuple[str, Any, Any]]], set[str]]:
+    """The model's public methods as (name, kind, default) lists, and its class attributes,
+    without what the pull requests ``left_out`` add."""
+    gone = {
+        kind: {n for pr in left_out for n in additions[pr].get(kind, ())}
+        for kind in ("methods", "parameters", "attributes")
+    }
+    methods: dict[str, list[tuple[str, Any, Any]]] = {}
+    for name, value in vars(model).items():
+        if name.startswith("_") or name in gone["methods"]:
+            continue
+        if not (inspect.isfunction(value) or isinstance(value, classmethod)):
+            continue
+        params = list(inspect.signature(getattr(model, name)).parameters.values())
+        if not isinstance(value, classmethod):
+            params = params[1:]  # self (a classmethod's signature is already bound)
+        methods[name] = [
+            (p.name, p.kind, p.default)
+            for p in params
+            if f"{name}.{p.name}" not in gone["parameters"]
+        ]
+    attributes = {*vars(model), *model.model_fields} - gone["attributes"]
+    return methods, attributes
+
+
 @pytest.mark.parametrize(
-    "source",
+    ("source", "left_out", "patched"),
     [
-        CONTRACT / "deerflow" / "agents" / "memory" / "manager.py",
-        *pinned(
-            "head", "backend", "packages", "harness", "deerflow", "agents", "memory", "manager.py"
+        pytest.param(CONTRACT.joinpath("deerflow", *_MANAGER_FILE[4:]), (), False, id="our-model"),
+        *(
+            pytest.param(path, _MODELLED_PULL_REQUESTS, False, id="deerflow-pinned")
+            for path in pinned("head", *_MANAGER_FILE)
+        ),
+        *(
+            pytest.param(path, (), True, id="deerflow-pinned-with-pr4732-pr4885")
+            for path in pinned("head", *_MANAGER_FILE)
+            if len(_PATCHES) == len(_MODELLED_PULL_REQUESTS)
         ),
     ],
-    ids=lambda path: "our-model" if CONTRACT in path.parents else "deerflow-pinned",
 )
-def test_the_contract_model_matches_deerflows_file(contract: ModuleType, source: Path) -> None:
-    """Our model has DeerFlow's methods with DeerFlow's parameters, fields and errors (checked
-    against DeerFlow's own file where this checkout has it; always against our model's source,
-    which keeps the reader itself tested)."""
+def test_the_contract_model_matches_deerflows_file(
+    contract: ModuleType,
+    source: Path,
+    left_out: tuple[int, ...],
+    patched: bool,
+    tmp_path: Path,
+) -> None:
+    """Our model has DeerFlow's methods with DeerFlow's parameters, fields and errors: checked
+    against DeerFlow's own file where this checkout has it — as pinned (without what the open
+    pull requests add) and with their patches applied (exactly) — and always against our
+    model's source, which keeps the reader itself tested."""
+    if patched:
+        source = _patched(source, _PATCHES, tmp_path)
     methods, attributes, classes = _ast_signatures(source)
     model = contract.MemoryManager
-    public = {name for name in methods if not name.startswith("_")}
-    assert public == {
-        name
-        for name, value in vars(model).items()
-        if not name.startswith("_")
-        and (inspect.isfunction(value) or isinstance(value, classmethod))
-    }
-    for name in public:
-        ours = list(inspect.signature(getattr(model, name)).parameters.values())
-        if not isinstance(vars(model)[name], classmethod):
-            ours = ours[1:]  # self (a classmethod's signature is already bound)
-        assert [(p.name, p.kind, p.default) for p in ours] == methods[name], name
+    ours, our_attributes = _model_signatures(model, contract.PULL_REQUEST_ADDITIONS, left_out)
+    assert {name for name in methods if not name.startswith("_")} == set(ours)
+    for name, params in ours.items():
+        assert params == methods[name], name
     assert attributes >= {"backend_config", "mode", "callbacks", "supports_search"}
-    assert {"model_config", *attributes} <= {*vars(model), *model.model_fields}
+    if not left_out:
+        assert "supports_query_aware_context" in attributes
+    assert {"model_config", *attributes} <= our_attributes
     assert {"MemoryManagerError", "MemoryConflictError", "MemoryCorruptionError"} <= classes
 
 
@@ -430,7 +506,7 @@ def test_fact_errors_map_to_the_gateways_statuses(contract: ModuleType, build: B
         assert error.value.args[0] not in ("confidence", "agent_name", "Duplicate fact")
     assert _status(contract, lambda: manager.create_fact("x" * 401)) == 400
     facts = manager.get_memory()["facts"]
-    assert [f["content"] for f in facts] == ["User lives in Lisbon", "User cycles to work"]
+    assert sorted(f["content"] for f in facts) == ["User cycles to work", "User lives in Lisbon"]
 
 
 def test_update_fact_keeps_what_it_is_not_given_and_marks_it_manual(build: Build) -> None:
@@ -739,7 +815,7 @@ def test_add_nowait_runs_only_its_own_thread_now(build: Build) -> None:
     assert _wait_for(lambda: manager.service._scheduler.pending() == 1)  # "bees" still waits
     assert len(model.calls) == 1 and facts() == ["User is moving to Oslo"]
     assert manager.shutdown_flush(10.0) is True
-    assert facts() == ["User is moving to Oslo", "User keeps bees"]
+    assert sorted(facts()) == ["User is moving to Oslo", "User keeps bees"]  # listed by id
 
 
 def test_shutdown_flush_honours_a_hard_timeout(build: Build) -> None:
@@ -845,3 +921,272 @@ def test_an_agents_captures_follow_its_own_switch(build: Build) -> None:
     assert len(extractor.calls) == 1
     assert manager.get_memory(user_id="alice", agent_name="coder")["facts"]
     assert manager.get_memory(user_id="alice", agent_name="quiet")["facts"] == []
+
+
+# -- query-aware recall (DeerFlow PR #4732) -------------------------------------------------------
+
+
+def test_get_context_ranks_by_the_query_it_is_given(build: Build) -> None:
+    """DeerFlow's per-turn recall passes the turn's message as ``query``: it ranks the facts,
+    ahead of any message remembered from a turn start; no (or a blank) query keeps the path of
+    today's contract."""
+    manager = build({"top_k": 4})
+    for baking, cycling in zip(BAKING, CYCLING, strict=True):
+        manager.create_fact(baking, "preference", 0.9, user_id="alice")
+        manager.create_fact(cycling, "preference", 0.9, user_id="alice")
+    unranked = manager.get_context("alice", thread_id="t1")
+
+    def first(block: str) -> str:
+        return _topic(_fact_lines(block)[0])
+
+    baking = "My sourdough bread came out flat, baking tips?"
+    cycling = "Which tyres for my road bicycle?"
+    assert first(manager.get_context("alice", thread_id="t1", query=baking)) == "baking"
+    assert first(manager.get_context("alice", thread_id="t1", query=cycling)) == "cycling"
+    assert manager.get_context("alice", query=cycling) == manager.get_context(
+        "alice", thread_id="t1", query=cycling
+    )
+    # a query outranks the turn start remembered for the thread ...
+    manager.on_turn_start(1, HumanMessage(baking), thread_id="t1", user_id="alice")
+    assert first(manager.get_context("alice", thread_id="t1", query=cycling)) == "cycling"
+    # ... which ranks again without one, or with a blank one
+    assert first(manager.get_context("alice", thread_id="t1")) == "baking"
+    assert first(manager.get_context("alice", thread_id="t1", query="  ")) == "baking"
+    assert manager.get_context("alice", thread_id="t2") == unranked
+    # the async path forwards it
+    ranked = asyncio.run(manager.aget_context("alice", thread_id="t2", query=cycling))
+    assert first(ranked) == "cycling"
+    assert manager.get_context("bob", query=cycling) == ""
+
+
+# -- batch fact operations (DeerFlow PR #4885) ----------------------------------------------------
+
+
+def _facts_by_id(data: dict[str, Any]) -> dict[str, tuple[str, str, float]]:
+    return {f["id"]: (f["content"], f["category"], f["confidence"]) for f in data["facts"]}
+
+
+def _counting_writes(manager: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The compare-and-set writes the manager's engine runs from now on."""
+    writes: list[Any] = []
+    service = manager.service
+    change = service.change
+
+    def counted(scope: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        writes.append(scope)
+        return change(scope, fn, *args, **kwargs)
+
+    monkeypatch.setattr(service, "change", counted)
+    return writes
+
+
+def test_batch_update_facts_changes_them_all_in_one_write(
+    contract: ModuleType, build: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = build()
+    ids = [
+        manager.create_fact(text, "context", 0.5, user_id="ann")[1]
+        for text in ("User drinks green tea", "User runs at dawn", "User reads sci-fi")
+    ]
+    writes = _counting_writes(manager, monkeypatch)
+    data = manager.batch_update_facts(
+        [
+            {"fact_id": ids[0], "content": "User drinks oolong tea"},
+            {"fact_id": ids[1], "category": "habit", "confidence": 0.9},
+        ],
+        user_id="ann",
+    )
+    assert len(writes) == 1
+    _gateway(data)
+    assert _facts_by_id(data) == {
+        ids[0]: ("User drinks oolong tea", "context", 0.5),
+        ids[1]: ("User runs at dawn", "habit", 0.9),
+        ids[2]: ("User reads sci-fi", "context", 0.5),
+    }
+    assert manager.get_memory(user_id="ann") == data
+
+
+@pytest.mark.parametrize(
+    ("updates", "status"),
+    [
+        # the second item names a fact that is not there: the first is not applied either
+        ([{"content": "User drinks mint tea"}, {"fact_id": "fact_gone", "confidence": 0.2}], 404),
+        ([{"content": "User drinks mint tea"}, {"confidence": 1.5}], 400),
+        ([{"content": "User drinks mint tea"}, {"content": "   "}], 400),
+        ([{"content": "User drinks mint tea"}, {"fact_id": ""}], 400),
+        ([{"content": "User drinks mint tea"}, {"colour": "red"}], 400),
+        ([{"content": "User runs at dawn"}], 409),  # another fact's text
+        ([], 400),
+        ([{"confidence": 0.7}] * 101, 400),
+    ],
+    ids=[
+        "missing-id",
+        "confidence",
+        "blank",
+        "empty-id",
+        "unknown-key",
+        "duplicate",
+        "none",
+        "101",
+    ],
+)
+def test_a_batch_update_with_one_wrong_item_changes_nothing(
+    contract: ModuleType, build: Build, updates: list[dict[str, Any]], status: int
+) -> None:
+    manager = build()
+    _, tea = manager.create_fact("User drinks green tea", "context", 0.5, user_id="ann")
+    manager.create_fact("User runs at dawn", "context", 0.5, user_id="ann")
+    before = manager.get_memory(user_id="ann")
+    batch = [{"fact_id": tea, **item} for item in updates]
+    assert _status(contract, lambda: manager.batch_update_facts(batch, user_id="ann")) == status
+    assert manager.get_memory(user_id="ann") == before
+    if status == 404:
+        with pytest.raises(KeyError, match="fact_gone"):
+            manager.batch_update_facts(batch, user_id="ann")
+
+
+def test_batch_delete_facts_removes_them_all_or_none(
+    contract: ModuleType, build: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = build()
+    ids = [
+        manager.create_fact(text, "context", 0.5, user_id="ann")[1]
+        for text in ("User drinks green tea", "User runs at dawn", "User reads sci-fi")
+    ]
+    before = manager.get_memory(user_id="ann")
+    for wrong, status in (
+        ([ids[0], "fact_gone"], 404),
+        ([], 400),
+        ([ids[0], " "], 400),
+        ([ids[0]] * 101, 400),
+    ):
+        assert _status(contract, lambda w=wrong: manager.batch_delete_facts(w, user_id="ann")) == (
+            status
+        ), wrong
+        assert manager.get_memory(user_id="ann") == before
+    with pytest.raises(KeyError, match="fact_gone"):
+        manager.batch_delete_facts([ids[0], "fact_gone"], user_id="ann")
+
+    writes = _counting_writes(manager, monkeypatch)
+    data = manager.batch_delete_facts([ids[0], ids[2], ids[0]], user_id="ann")
+    assert len(writes) == 1
+    assert [f.id for f in _gateway(data).facts] == [ids[1]]
+    assert [f.id for f in manager.service.get_memory("ann").facts] == [ids[1]]
+
+
+def test_batch_operations_that_lose_a_race_raise_deerflows_conflict(
+    contract: ModuleType, build: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = build({"storage": {"backend": "memory"}})
+    storage = manager.service._storage.innermost
+    _, fact_id = manager.create_fact("User plays chess", "context", 0.8)
+
+    def always_behind(scope: Any, memory: Any, expected_revision: int, **kw: Any) -> int:
+        raise RevisionConflict(scope, expected_revision, expected_revision + 1)
+
+    monkeypatch.setattr(storage, "save", always_behind)
+    update = [{"fact_id": fact_id, "confidence": 0.9}]
+    assert _status(contract, lambda: manager.batch_update_facts(update)) == 409
+    assert _status(contract, lambda: manager.batch_delete_facts([fact_id])) == 409
+
+
+# -- the order of facts in the gateway's answers ---------------------------------------------------
+
+
+def test_fact_routes_list_facts_as_deermem_does(build: Build) -> None:
+    """DeerMem answers every document with its facts in id order (it reads its fact files back
+    sorted by id): after DeerFlow's Settings page adds "Project uses Python" beside a fact
+    ``fact_legacy`` and edits it, the edited fact is listed first (DeerFlow's
+    ``test_settings_fact_crud_without_agent_name_uses_default_agent``). The stored order stays
+    the order the facts came in."""
+    manager = build()
+    legacy = {
+        "id": "fact_legacy",
+        "content": "Legacy global fact",
+        "category": "context",
+        "confidence": 0.9,
+        "createdAt": "2026-03-20T00:00:00Z",
+        "source": "manual",
+    }
+    manager.import_memory({"version": "1.0", "facts": [legacy]}, user_id="alice")
+    created, fact_id = manager.create_fact("Project uses Python", "context", 0.8, user_id="alice")
+    assert [f["id"] for f in created["facts"]] == [fact_id, "fact_legacy"]
+    updated = manager.update_fact(fact_id, content="Project uses Python 3.12", user_id="alice")
+    assert updated["facts"][0]["content"] == "Project uses Python 3.12"
+    batch = manager.batch_update_facts([{"fact_id": fact_id, "confidence": 0.6}], user_id="alice")
+    assert [f["id"] for f in batch["facts"]] == [fact_id, "fact_legacy"]
+    assert [f["id"] for f in manager.get_memory(user_id="alice")["facts"]] == [
+        fact_id,
+        "fact_legacy",
+    ]
+    assert [f.id for f in manager.service.get_memory("alice").facts] == ["fact_legacy", fact_id]
+    deleted = manager.delete_fact(fact_id, user_id="alice")
+    assert [f["id"] for f in deleted["facts"]] == ["fact_legacy"]
+
+
+# -- backend_config.failure_policy.read ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failure", "error"),
+    [
+        (CorruptedMemoryError("users/default/__default__.json", "invalid JSON"), "corruption"),
+        (ConnectionError("the store is away"), "manager"),
+        (RuntimeError("the store broke"), "manager"),
+    ],
+    ids=["corrupted", "outage", "other"],
+)
+def test_a_failed_read_follows_the_read_failure_policy(
+    contract: ModuleType,
+    build: Build,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    failure: Exception,
+    error: str,
+) -> None:
+    """DeerFlow's host re-raises a ``MemoryManagerError`` from ``get_context`` under
+    ``failure_policy.read: fail_closed`` and injects nothing for anything else: so a failed
+    read raises DeerFlow's error there, and is logged and answered with "" under
+    ``fail_open`` (the default)."""
+    expected = {
+        "corruption": contract.MemoryCorruptionError,
+        "manager": contract.MemoryManagerError,
+    }[error]
+    for read in (None, "fail_open", "fail_closed"):  # one engine: each problem logged once
+        config: dict[str, Any] = {"storage": {"backend": "memory"}}
+        if read is not None:
+            config["failure_policy"] = {"read": read, "write": "log_and_drop"}
+        manager = build(config)
+        user = f"user-{read}"
+        manager.create_fact("User plays chess", "context", 0.8, user_id=user)
+        storage = manager.service._storage.innermost
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise failure
+
+        monkeypatch.setattr(storage, "load", broken)
+        monkeypatch.setattr(storage, "revision", broken)
+        caplog.clear()
+        if read == "fail_closed":
+            with pytest.raises(expected) as raised:
+                manager.get_context(user)
+            assert isinstance(raised.value, contract.MemoryManagerError)
+            with pytest.raises(expected):
+                asyncio.run(manager.aget_context(user, query="chess?"))
+        else:
+            assert manager.get_context(user) == ""
+            assert asyncio.run(manager.aget_context(user, query="chess?")) == ""
+            assert read or any(r.levelno >= logging.WARNING for r in caplog.records)
+        monkeypatch.undo()
+
+
+def test_failure_policy_is_read_and_a_wrong_one_names_its_key(
+    build: Build, caplog: pytest.LogCaptureFixture
+) -> None:
+    from deermem_middleware.config import ConfigError
+
+    with caplog.at_level(logging.WARNING):
+        build({"failure_policy": {"read": "fail_closed", "write": "log_and_drop"}})
+    assert not [r for r in caplog.records if "failure_policy" in r.getMessage()]
+    with pytest.raises(ConfigError, match=r"memory\.backend_config\.failure_policy\.read"):
+        build({"failure_policy": {"read": "fail_shut"}})

@@ -1,9 +1,14 @@
 """Our model of DeerFlow's memory backend contract (``deerflow.agents.memory.manager``).
 
-Modelled on DeerFlow HEAD (f1f4af9): the names, fields, method signatures, defaults and the
-validation rule a backend meets at construction are DeerFlow's; the bodies are the defaults
-DeerFlow documents (``NotImplementedError`` for unsupported management operations, no-ops for
-hooks). What DeerFlow's factory does around a backend is :func:`build_memory_manager`.
+Modelled on DeerFlow HEAD (f1f4af9) with its open memory pull requests that change the
+contract applied: #4732 (``get_context``/``aget_context`` take an optional ``query``, which the
+host passes only to a backend with ``supports_query_aware_context``) and #4885
+(``batch_update_facts``, ``batch_delete_facts``). :data:`PULL_REQUEST_ADDITIONS` names what they
+add, so a test can check this model against DeerFlow's file without them too. The names, fields,
+method signatures, defaults and the validation rule a backend meets at construction are
+DeerFlow's; the bodies are the defaults DeerFlow documents (``NotImplementedError`` for
+unsupported management operations, no-ops for hooks). What DeerFlow's factory does around a
+backend is :func:`build_memory_manager`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,16 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PULL_REQUEST_ADDITIONS: dict[int, dict[str, tuple[str, ...]]] = {
+    4732: {
+        "parameters": ("get_context.query", "aget_context.query"),
+        "attributes": ("supports_query_aware_context",),
+    },
+    4885: {"methods": ("batch_delete_facts", "batch_update_facts")},
+}
+"""What each modelled pull request adds to DeerFlow's ``MemoryManager`` (``method.parameter``
+for parameters); not in DeerFlow's file until it is merged."""
 
 
 class MemoryCallbacks:
@@ -72,6 +87,8 @@ class MemoryManager(BaseModel):
 
     supports_search: ClassVar[bool] = False
     requires_passive_writes_in_tool_mode: ClassVar[bool] = False
+    # PR #4732: opt-in, so a backend without it never receives a ``query`` keyword
+    supports_query_aware_context: ClassVar[bool] = False
 
     @field_validator("backend_config", mode="before")
     @classmethod
@@ -111,8 +128,10 @@ class MemoryManager(BaseModel):
         *,
         agent_name: str | None = None,
         thread_id: str | None = None,
+        query: str | None = None,
     ) -> str:
-        """Text to inject into the system prompt (the host wraps it in ``<memory>``)."""
+        """Text to inject (the host wraps it in ``<memory>``). ``query`` (PR #4732): the
+        turn's user message, passed only when ``supports_query_aware_context``."""
 
     # -- tier 2 -------------------------------------------------------------------------------
     def add_nowait(
@@ -226,6 +245,28 @@ class MemoryManager(BaseModel):
     ) -> dict[str, Any]:
         raise _unsupported(self, "update_fact")
 
+    # PR #4885
+    def batch_delete_facts(
+        self,
+        fact_ids: list[str],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete several facts by id; the memory without them."""
+        raise _unsupported(self, "batch_delete_facts")
+
+    def batch_update_facts(
+        self,
+        updates: list[dict[str, Any]],
+        *,
+        agent_name: str | None = None,
+        user_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Update several facts (``fact_id`` plus optional ``content``, ``category``,
+        ``confidence`` each); the memory with them."""
+        raise _unsupported(self, "batch_update_facts")
+
     def on_pre_compress(self, messages: list[Any]) -> str:
         return ""
 
@@ -252,8 +293,12 @@ class MemoryManager(BaseModel):
         *,
         agent_name: str | None = None,
         thread_id: str | None = None,
+        query: str | None = None,
     ) -> str:
-        return self.get_context(user_id, agent_name=agent_name, thread_id=thread_id)
+        kwargs: dict[str, Any] = {"agent_name": agent_name, "thread_id": thread_id}
+        if query is not None and type(self).supports_query_aware_context:
+            kwargs["query"] = query
+        return self.get_context(user_id, **kwargs)
 
     async def asearch(
         self,
