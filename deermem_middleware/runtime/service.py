@@ -61,6 +61,7 @@ from deermem_middleware.storage.base import (
 )
 from deermem_middleware.storage.factory import open_storage, wrap_storage
 from deermem_middleware.storage.journal import PendingJournal
+from deermem_middleware.storage.shared_summaries import SharedSummariesStorage
 
 __all__ = ["PUBLIC_SURFACE", "MemoryService", "SchedulerKey", "UpdateListener", "store_embedder"]
 
@@ -123,6 +124,8 @@ class MemoryService(EngineTurns):
         else:
             backend = wrap_storage(storage)
             self._owned_storage = False
+        if config.deerflow_memory_folder:  # DeerFlow's contract: summaries are the user's
+            backend = SharedSummariesStorage(backend)
         # every write derives what reads need (the carry-over's included: it writes through it)
         self._deriving = DerivingStorage(
             backend, self._selector.deriver, incomplete=self._derive_later

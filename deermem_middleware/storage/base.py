@@ -183,6 +183,12 @@ class MemoryStorage(ABC):
         :meth:`load`."""
         return self.load(scope).revision
 
+    def holds(self, scope: MemoryScope) -> bool:
+        """Whether ``scope`` has a document of its own — what a scope's first use asks (the
+        DeerFlow carry-over imports only into a scope that has none). Default: a stored
+        revision; a layer that composes scopes from other documents answers for its own."""
+        return self.revision(scope) > 0
+
     @property
     def innermost(self) -> MemoryStorage:
         """The backend itself, under any layer wrapped around it (a DeerFlow carry-over): for

@@ -175,14 +175,19 @@ class CarryOverStorage(StorageLayer):
         )
 
     def ensure(self, scope: MemoryScope) -> None:
-        """Carry ``scope``'s DeerFlow memory over if we hold no document for it (once)."""
+        """Carry ``scope``'s DeerFlow memory over if we hold no document for it (once) — the
+        user's default agent's first: DeerFlow's user-level summaries (``users/<uid>/memory.json``)
+        are every agent's, and with summaries shared (:mod:`.shared_summaries`) an agent's
+        first read shows them."""
         if scope in self._checked:
             return
+        if scope.agent_name != DEFAULT_AGENT and _deerflow_names(scope):
+            self.ensure(MemoryScope(scope.user_id, DEFAULT_AGENT))
         with self._lock(scope):
             if scope in self._checked:
                 return
             try:
-                if self.inner.load(scope).revision == 0 and self._holds(scope):
+                if not self.inner.holds(scope) and self._holds(scope):
                     self._carry(scope)
             except RevisionConflict:
                 pass  # another writer stored the scope first: it is carried over or in use

@@ -50,6 +50,9 @@ class StorageLayer(MemoryStorage):
     def revision(self, scope: MemoryScope) -> int:
         return self.inner.revision(scope)
 
+    def holds(self, scope: MemoryScope) -> bool:
+        return self.inner.holds(scope)
+
     def save(
         self,
         scope: MemoryScope,
