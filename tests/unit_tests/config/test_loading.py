@@ -14,6 +14,7 @@ from deermem_middleware.config import (
     CONFIG_ENV_VAR,
     DEFAULT_MAX_FACTS,
     ConfigError,
+    EmbeddingsConfig,
     MemoryConfig,
     default_config_path,
     load_memory_config,
@@ -480,3 +481,31 @@ def test_a_changed_config_file_is_read_again(tmp_path: Path) -> None:
     assert load_memory_config(path).debounce_seconds == 5
     path.write_text("memory:\n  debounce_seconds: 12.5\n", encoding="utf-8")
     assert load_memory_config(path).debounce_seconds == 12.5
+
+
+def test_api_key_env_in_a_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``api_key_env`` names the variable (never its value) in our own files too; unset, the
+    error names the file, the line and the key."""
+    path = write(
+        tmp_path / "config.yaml",
+        """
+        memory:
+          model:
+            model: gpt-4o-mini
+            api_key_env: MEMORY_LLM_KEY
+          embeddings:
+            provider: openai
+            api_key_env: MEMORY_EMBED_KEY
+        """,
+    )
+    monkeypatch.setenv("MEMORY_LLM_KEY", "sk-llm")
+    monkeypatch.setenv("MEMORY_EMBED_KEY", "sk-embed")
+    config = load_memory_config(path)
+    assert config.model is not None and config.model.api_key is not None
+    assert config.model.api_key.get_secret_value() == "sk-llm"
+    assert isinstance(config.embeddings, EmbeddingsConfig) and config.embeddings.api_key
+    assert config.embeddings.api_key.get_secret_value() == "sk-embed"
+    monkeypatch.delenv("MEMORY_LLM_KEY")
+    message = error_of(path)
+    assert f"{path}:{line_of(path, 'model:')}: memory.model: " in message
+    assert "api_key_env: the environment variable MEMORY_LLM_KEY is not set" in message

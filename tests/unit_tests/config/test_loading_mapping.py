@@ -68,7 +68,7 @@ def test_errors_name_where_and_the_key() -> None:
         memory_config_from_mapping({"max_facts": 0}, where="memory.backend_config")
     assert "memory.backend_config.max_facts: " in str(error.value)
     assert "got 0" in str(error.value)
-    with pytest.raises(ConfigError, match=r"^invalid memory config:\n  backend_config\.colour: "):
+    with pytest.raises(ConfigError, match=r"^invalid memory config: backend_config\.colour: "):
         memory_config_from_mapping({"colour": "blue"})
     with pytest.raises(ConfigError, match=r"settings\.model\.temperatur: unknown key"):
         memory_config_from_mapping({"model": {"model": "m", "temperatur": 0}}, where="settings")

@@ -72,3 +72,13 @@ def test_resolve_model_rejects_other_types() -> None:
     with pytest.raises(TypeError, match="BaseChatModel"):
         resolve_model(42)  # type: ignore[arg-type]
     assert resolve_model(None) is None
+
+
+def test_api_key_env_reaches_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key named by ``api_key_env`` is the one the extraction model sends."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("MEMORY_LLM_KEY", "sk-from-env")
+    model = build_chat_model(ModelConfig(model="gpt-4o-mini", api_key_env="MEMORY_LLM_KEY"))
+    assert isinstance(model, ChatOpenAI)
+    assert model.openai_api_key is not None
+    assert model.openai_api_key.get_secret_value() == "sk-from-env"
