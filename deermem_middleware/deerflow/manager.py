@@ -51,6 +51,7 @@ from deermem_middleware.deerflow.backend_config import (
     memory_config_from_backend_config,
     visible_messages,
 )
+from deermem_middleware.deerflow.buckets import facts_cleared
 from deermem_middleware.memory.document import Memory, new_fact_id, utc_now_iso
 from deermem_middleware.runtime.agents import AgentEngines
 from deermem_middleware.runtime.service import MemoryService
@@ -378,9 +379,10 @@ class DeermemMemoryManager(MemoryManager):
         user_id: str | None = None,
         agent_name: str | None = None,
     ) -> dict[str, Any]:
-        """Empty the memory of every agent of the user (``agent_name`` None) or of that agent;
-        threads' progress is kept, so turns already read are not extracted again. Returns the
-        (empty) document of the bucket."""
+        """Empty the memory of every agent of the user, summaries included (``agent_name``
+        None), or that agent's facts — the summaries are the user's, shared by all the user's
+        agents (:mod:`.buckets`); threads' progress is kept, so turns already read are not
+        extracted again. Returns the (emptied) document of the bucket."""
         service = self.service
         user, agent = turns.identity(user_id, agent_name)
         requested = self._scope(user, agent)
@@ -389,7 +391,8 @@ class DeermemMemoryManager(MemoryManager):
             with _storage_errors():
                 scopes.update(s for s in service.list_scopes() if s.user_id == user)
         now = utc_now_iso()
-        documents = {s: self._write(s, lambda m: gateway.cleared(m, now)) for s in sorted(scopes)}
+        clear = gateway.cleared if agent is None else facts_cleared
+        documents = {s: self._write(s, lambda m: clear(m, now)) for s in sorted(scopes)}
         return documents[requested]
 
     def import_memory(
