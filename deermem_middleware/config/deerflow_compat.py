@@ -30,10 +30,20 @@ __all__ = [
     "thinking_off_settings",
 ]
 
-DEERFLOW_HOST_KEYS = frozenset({"manager_class", "mode", "shutdown_flush_timeout_seconds"})
+DEERFLOW_HOST_KEYS = frozenset(
+    {
+        "manager_class",
+        "mode",
+        "shutdown_flush_timeout_seconds",
+        "session_injection_enabled",
+        "turn_injection_enabled",
+    }
+)
 """Host-level ``memory:`` keys of DeerFlow (besides ``enabled``, ``injection_enabled`` and
-``backend_config``, which are read): the backend selector, middleware/tool mode, and the
-gateway's shutdown drain budget."""
+``backend_config``, which are read): the backend selector, middleware/tool mode, the gateway's
+shutdown drain budget, and (#4732) whether DeerFlow injects memory once per thread and before
+every turn. Any other key DeerFlow adds at that level is accepted too (the loader lists it in its
+INFO line); these are only the ones known to be DeerFlow's."""
 
 DEERFLOW_BACKEND_KEYS = frozenset(
     {

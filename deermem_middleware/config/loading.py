@@ -20,6 +20,7 @@ variables.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Mapping
@@ -149,14 +150,24 @@ def _take(merge: _Merge, doc: YamlDoc, key: str, value: Any, path: Key) -> None:
     merge.origins[key] = _Origin(doc, path)
 
 
-def _flatten_into(merge: _Merge, doc: YamlDoc, base: Key) -> dict[str, Any]:
-    """Merge one ``memory:`` block (flat or ``backend_config`` form) into ``merge``."""
+def _flatten_into(merge: _Merge, doc: YamlDoc, base: Key, *, host: bool = False) -> dict[str, Any]:
+    """Merge one ``memory:`` block (flat or ``backend_config`` form) into ``merge``.
+
+    ``host``: the block is the ``memory:`` of DeerFlow's own ``config.yaml``, whose level is
+    DeerFlow's: a key there that is not ours is a host setting — one we list
+    (:data:`DEERFLOW_HOST_KEYS`) or one DeerFlow added since (#4732 added two) — and is ignored
+    (in the loader's one INFO line), never an error that would stop the host. Our keys under
+    ``backend_config`` stay strict."""
     block = _memory_block(doc, base)
     for key, value in block.items():
         if key in _LAYOUT_KEYS:
             continue
         if key in DEERFLOW_HOST_KEYS or key in DEERFLOW_BACKEND_KEYS:
             merge.ignore(doc, (*base, key))
+            continue
+        if host and key not in MemoryConfig.model_fields:
+            merge.ignore(doc, (*base, key), " (not a setting of ours: a DeerFlow host setting?)")
+            _warn_if_misspelt(doc, (*base, key))
             continue
         _take(merge, doc, key, value, (*base, key))
     backend = block.get("backend")
@@ -182,6 +193,19 @@ def _flatten_into(merge: _Merge, doc: YamlDoc, base: Key) -> dict[str, Any]:
                 logger.warning("%s overrides %s", at(doc, path), dotted((*base, key)))
             _take(merge, doc, key, value, path)
     return block
+
+
+def _warn_if_misspelt(doc: YamlDoc, key: Key) -> None:
+    """A WARNING when an ignored host-level key reads like one of ours misspelt
+    (``max_factz``): ignored like any host setting, but said where the user will look."""
+    name = str(key[-1])
+    close = difflib.get_close_matches(name, list(MemoryConfig.model_fields), n=1, cutoff=0.88)
+    if close:
+        logger.warning(
+            "%s: not a setting of ours (did you mean %s?); ignored as a DeerFlow host setting",
+            at(doc, key),
+            close[0],
+        )
 
 
 def _resolve_model_name(merge: _Merge, main: YamlDoc) -> None:
@@ -296,7 +320,7 @@ def load_memory_config(
             raise ConfigError(str(exc)) from None
 
     merge = _Merge(main.path)
-    block = _flatten_into(merge, main, ("memory",))
+    block = _flatten_into(merge, main, ("memory",), host=is_deerflow_config(main.data))
     agents = block.get("agents")
     if agents is not None and not isinstance(agents, dict):
         raise ConfigError(f"{main.where(('memory', 'agents'))}: memory.agents must be a mapping")

@@ -135,8 +135,10 @@ def test_no_argument_middleware_loads_deerflow_config_in_the_working_directory(
 @deerflow_files
 @pytest.mark.parametrize("where", ["memory", "backend_config"])
 def test_a_typo_in_one_of_our_keys_is_still_an_error(
-    source: Path, tmp_path: Path, where: str
+    source: Path, tmp_path: Path, where: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Under ``backend_config``; at DeerFlow's own level it is ignored as a host setting, with
+    a WARNING that names the key we meant."""
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
     anchor = "memory:\n" if where == "memory" else "  backend_config:\n"
     if anchor not in lines:  # a flat file: add the nested form
@@ -147,8 +149,17 @@ def test_a_typo_in_one_of_our_keys_is_still_an_error(
     lines[at:at] = [f"{indent}max_factz: 10\n"]
     broken = tmp_path / "config.yaml"
     broken.write_text("".join(lines), encoding="utf-8")
+    if where == "memory":  # DeerFlow's level: a host setting to us, never an error
+        caplog.set_level(logging.INFO, logger=LOADING_LOGGER)
+        load_memory_config(broken)
+        [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert f"{broken}:{line_of(broken, 'max_factz')}: memory.max_factz" in warning
+        assert "did you mean max_facts?" in warning
+        [info] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+        assert "memory.max_factz (not a setting of ours" in info
+        return
     message = error_of(broken)
-    key = "memory.max_factz" if where == "memory" else "memory.backend_config.max_factz"
+    key = "memory.backend_config.max_factz"
     assert f"{broken}:{line_of(broken, 'max_factz')}: {key}: unknown key" in message
     assert message.count("unknown key") == 1  # DeerFlow's own keys are not reported
 
@@ -821,3 +832,31 @@ def test_with_noop_our_settings_are_the_flat_keys(tmp_path: Path) -> None:
     config = load_memory_config(path)
     assert (config.debounce_seconds, config.max_injection_tokens) == (7, 1500)
     assert config.max_facts == MemoryConfig().max_facts
+
+
+@pytest.mark.parametrize("source", pinned("head", "config.example.yaml"), ids=_file_id)
+def test_deerflows_host_keys_of_4732_and_any_future_one_load_in_the_two_line_setup(
+    source: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DeerFlow #4732 adds ``memory.session_injection_enabled`` / ``turn_injection_enabled``;
+    DeerFlow will add more. At DeerFlow's level they are host settings: the config loads, and
+    one INFO line names them; no warning, no error."""
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    data["memory"].update(
+        {
+            "manager_class": "deermem_middleware.deerflow:DeermemMemoryManager",
+            "session_injection_enabled": True,
+            "turn_injection_enabled": False,
+            "recall_cache_size_of_the_future": 64,
+        }
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    caplog.set_level(logging.INFO, logger=LOADING_LOGGER)
+    config = load_memory_config(path)
+    assert config.injection_enabled is True
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    [info] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    for key in ("session_injection_enabled", "turn_injection_enabled"):
+        assert f"memory.{key}," in info or info.endswith(f"memory.{key}")
+    assert "memory.recall_cache_size_of_the_future (not a setting of ours" in info
