@@ -103,6 +103,8 @@ HOME_AGENT: Final = DEFAULT_AGENT
 """The agent under whose scope the user's document is stored (its bucket: the top level)."""
 BUCKETS_KEY: Final = "agentBuckets"
 """The key of the other agents' buckets in the user's document: ``{agent: {facts, ...}}``."""
+LISTED_USERS: Final = 100_000
+"""Users whose agents :meth:`SharedSummariesStorage.list_scopes` remembers (then it starts over)."""
 BUCKET_FIELDS: Final = ("facts", "watermarks", "trimmed", "carriedOver")
 """What is an agent's own in a view; everything else (summaries, version, ...) is shared."""
 
@@ -254,6 +256,8 @@ class SharedSummariesStorage(StorageLayer):
         super().__init__(inner)
         self._adopted: set[MemoryScope] = set()
         self._guard = threading.Lock()
+        self._listed: dict[MemoryScope, tuple[int, list[str]]] = {}
+        """Each user's agents with a bucket, by the revision they were read at."""
 
     @staticmethod
     def home(scope: MemoryScope) -> MemoryScope:
@@ -311,14 +315,28 @@ class SharedSummariesStorage(StorageLayer):
 
     def list_scopes(self) -> list[MemoryScope]:
         """Every (user, agent) with a bucket, and every document from before shared summaries
-        (read through its user's document). Reads each user's document."""
+        (read through its user's document). A user's agents are read from the user's document
+        once per revision of it (else: one revision check per user)."""
         found: set[MemoryScope] = set()
         for scope in self.inner.list_scopes():
             found.add(scope)
             if scope.agent_name == HOME_AGENT:
-                home = self.inner.load(scope).memory
-                found.update(MemoryScope(scope.user_id, a) for a in bucket_agents(home))
+                found.update(MemoryScope(scope.user_id, a) for a in self._agents_of(scope))
         return sorted(found)
+
+    def _agents_of(self, home_scope: MemoryScope) -> list[str]:
+        revision = self.inner.revision(home_scope)
+        with self._guard:
+            known = self._listed.get(home_scope)
+        if known is not None and known[0] == revision:
+            return known[1]
+        stored = self.inner.load(home_scope)
+        agents = bucket_agents(stored.memory)
+        with self._guard:
+            if len(self._listed) >= LISTED_USERS:
+                self._listed.clear()
+            self._listed[home_scope] = (stored.revision, agents)
+        return agents
 
     def describe(self, scope: MemoryScope) -> str:
         where = self.inner.describe(self.home(scope))

@@ -140,6 +140,9 @@ def test_summaries_are_shared_and_facts_are_per_agent(storage: SharedSummariesSt
         assert stored.memory.user.workContext.summary == "Engineer and writer"
     assert storage.inner.list_scopes() == [HOME]  # one document
     assert storage.list_scopes() == [HOME, CODER, WRITER]
+    reader = MemoryScope("alice", "reader")
+    storage.update(reader, _adding("Reads sci-fi"))
+    assert storage.list_scopes() == [HOME, CODER, reader, WRITER]  # a new revision: read again
     assert storage.load(MemoryScope("bob", "coder")).revision == 0  # users share nothing
 
 
