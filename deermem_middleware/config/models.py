@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from deermem_middleware.config.patterns import compile_pattern
+from deermem_middleware.config.secrets import from_environment
 from deermem_middleware.config.yaml_loader import yaml_loader
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "CLASS_PATH_PATTERN",
     "DEFAULT_MAX_FACTS",
     "DEFAULT_STORAGE_PATH",
-    "ENV_NAME_PATTERN",
     "MODEL_CONSTRUCTOR_FIELDS",
     "ConfigError",
     "EmbeddingsConfig",
@@ -54,9 +54,6 @@ CLASS_PATH_PATTERN = re.compile(
 )
 """``package.module:ClassName`` (used with ``fullmatch``), DeerFlow's ``use`` form."""
 _SECRET_OPTION = re.compile(r"(api_key|secret|password|token)$", re.IGNORECASE)
-ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-"""What an ``*_env`` key must hold: the *name* of an environment variable (``OPENAI_API_KEY``),
-never its value."""
 
 
 class ConfigError(ValueError):
@@ -68,41 +65,6 @@ def _no_boolean(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got the boolean {value!r}")
     return value
-
-
-def from_environment(data: Any, field: str) -> Any:
-    """``data`` (a model's input mapping) with ``<field>_env: NAME`` replaced by ``field``: the
-    value of the environment variable ``NAME``, read now (the config is read at start).
-
-    So a key is never written in a config — DeerFlow shows its ``memory.backend_config`` to
-    every signed-in user. Errors never show a value: an ``_env`` holding something that is not
-    a variable's name (DeerFlow replaced a ``$VAR`` with the key itself) says so without it.
-    """
-    key = f"{field}_env"
-    if not isinstance(data, dict) or data.get(key) is None:
-        return data
-    name = data[key]
-    if not isinstance(name, str) or not ENV_NAME_PATTERN.match(name.strip()):
-        raise ValueError(
-            f"{key} must name an environment variable (e.g. OPENAI_API_KEY), not hold a value; "
-            "write the name without '$' (a $VAR is replaced by its value)"
-        )
-    name = name.strip()
-    if data.get(field) not in (None, ""):
-        raise ValueError(f"give {field} or {key}, not both")
-    value = os.environ.get(name, "")
-    if not value.strip():
-        raise ValueError(f"{key}: the environment variable {_shown_name(name)} is not set")
-    return {**data, key: name, field: value}
-
-
-_CONVENTIONAL_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
-
-
-def _shown_name(name: str) -> str:
-    """``name`` for an error when it reads as a variable's name (``OPENAI_API_KEY``); else a
-    stand-in — a key of letters and digits only passes as a name, and is not printed."""
-    return name if _CONVENTIONAL_ENV_NAME.match(name) else "named there"
 
 
 Number = Annotated[float, BeforeValidator(_no_boolean)]

@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage, convert_to_messages
 from pydantic import ValidationError
 
 from deermem_middleware.config import ConfigError, MemoryConfig, memory_config_from_mapping
-from deermem_middleware.config.models import ENV_NAME_PATTERN
+from deermem_middleware.config.secrets import ENV_NAME_PATTERN
 
 __all__ = [
     "HOST_HOOKS",
