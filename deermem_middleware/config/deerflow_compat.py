@@ -85,6 +85,8 @@ DEERFLOW_BACKEND_KEYS = frozenset(
         "prompts_dir",
         "extraction_callback",
         "watermark_max_keys",
+        # the host's read policy (read by the DeerFlow backend, deerflow/policy.py)
+        "failure_policy",
     }
 )
 """DeerMem's (DeerFlow's default memory backend) knobs that have no counterpart here, flat

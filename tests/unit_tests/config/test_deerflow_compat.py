@@ -860,3 +860,21 @@ def test_deerflows_host_keys_of_4732_and_any_future_one_load_in_the_two_line_set
     for key in ("session_injection_enabled", "turn_injection_enabled"):
         assert f"memory.{key}," in info or info.endswith(f"memory.{key}")
     assert "memory.recall_cache_size_of_the_future (not a setting of ours" in info
+
+
+@pytest.mark.parametrize("source", pinned("head", "config.example.yaml"), ids=_file_id)
+def test_deerflows_failure_policy_loads_in_the_two_line_setup(
+    source: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``backend_config.failure_policy`` is the host's read policy (DeerFlow's prompt loader
+    reads it; our DeerFlow backend honours it): the file loader takes it as DeerFlow's key."""
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    backend = data["memory"].setdefault("backend_config", {}) or {}
+    backend["failure_policy"] = {"read": "fail_closed", "write": "fail_open"}
+    data["memory"]["backend_config"] = backend
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    caplog.set_level(logging.INFO, logger=LOADING_LOGGER)
+    load_memory_config(path)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("memory.backend_config.failure_policy" in m for m in ignored_logs(caplog))
