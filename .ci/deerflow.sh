@@ -11,7 +11,11 @@
 #   1. DeerFlow's own memory tests, as they are and with our backend in DeerMem's place
 #      (.ci/deerflow_suite.py; tests/deerflow_host/expected_failures.toml lists every outcome
 #      that is not a pass, with the reason; anything else fails);
-#   2. our end-to-end tests against DeerFlow's real lead agent and gateway (tests/deerflow_host/).
+#   2. DeerFlow's open memory pull requests, each applied to a copy of its source: the tests each
+#      adds or changes, as they are and with ours, our tests/deerflow_patched/pr<N>/, and all of
+#      them stacked (.ci/deerflow_patches.py; tests/deerflow_host/expected_patches.toml);
+#   3. our end-to-end tests against DeerFlow's real lead agent and gateway (tests/deerflow_host/).
+# A failure of 1 or 2 fails the job after 3 has run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO="$PWD"
@@ -106,7 +110,13 @@ echo "== installs took $(($(date +%s) - start))s =="
 "$py" -m pip freeze | grep -i -E '^(langchain|langgraph|pydantic)[a-z-]*==' || true
 
 unset OPENAI_API_KEY OPENAI_BASE_URL || true
-"$py" .ci/deerflow_suite.py "$backend"
+failed=0
+"$py" .ci/deerflow_suite.py "$backend" || failed=1
+
+# DeerFlow's open memory pull requests (the prs/ folder beside its source, or
+# $DEERMEM_DEERFLOW_PRS): each applied to a copy, its own tests as they are and with ours, our
+# tests/deerflow_patched/pr<N>/, then all of them stacked (tests/deerflow_host/expected_patches.toml)
+"$py" .ci/deerflow_patches.py --source "$source_dir" || failed=1
 
 echo "== our end-to-end tests on DeerFlow's real lead agent and gateway =="
 log="$VENV/e2e.log"
@@ -122,4 +132,5 @@ elif echo "$summary" | grep -q "skipped"; then
   echo "deerflow: end-to-end tests were skipped: $summary" >&2
   status=1
 fi
+[ "$failed" -eq 0 ] || { echo "deerflow: DeerFlow's tests (see above) did not do as listed" >&2; status=1; }
 exit "$status"
