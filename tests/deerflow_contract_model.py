@@ -17,14 +17,17 @@ CONTRACT = Path(__file__).resolve().parent / "deerflow_contract"
 """The folder to put on ``sys.path`` (it holds the ``deerflow`` package of our model)."""
 
 CONTRACT_MODULE = "deerflow.agents.memory.manager"
+DEERFLOW_IMPORTING = ("manager", "errors")
+"""Our modules that import DeerFlow (forgotten with it)."""
 
 
 def forget_deerflow_modules() -> None:
-    """Drop ``deerflow`` and our manager module (which imports it) from ``sys.modules``."""
+    """Drop ``deerflow`` and our modules that import it from ``sys.modules``."""
     for name in list(sys.modules):
         if name == "deerflow" or name.startswith("deerflow."):
             del sys.modules[name]
-    sys.modules.pop("deermem_middleware.deerflow.manager", None)
     package = sys.modules.get("deermem_middleware.deerflow")
-    if package is not None and "manager" in vars(package):
-        delattr(package, "manager")
+    for name in DEERFLOW_IMPORTING:  # our modules that import DeerFlow
+        sys.modules.pop(f"deermem_middleware.deerflow.{name}", None)
+        if package is not None and name in vars(package):
+            delattr(package, name)

@@ -3,11 +3,8 @@
 DeerFlow (HEAD) loads its memory through a pluggable ``MemoryManager`` (a pydantic model with
 abstract ``add``/``get_context`` and ``from_config``); its factory resolves
 ``memory.manager_class``, puts the storage root into ``backend_config["storage_path"]`` and calls
-``from_config(backend_config, mode=..., **host_hooks)``. One line switches DeerFlow over::
-
-    memory:
-      manager_class: deermem_middleware.deerflow:DeermemMemoryManager
-      backend_config: {max_injection_tokens: 2000, ...}   # our keys; DeerMem-only ones ignored
+``from_config(backend_config, mode=..., **host_hooks)``. One line switches DeerFlow over:
+``memory.manager_class: deermem_middleware.deerflow:DeermemMemoryManager`` (docs/deerflow.md).
 
 The manager is a thin adapter: every call becomes a call of the process's
 :class:`~deermem_middleware.runtime.service.MemoryService` (one engine per configuration, shared
@@ -16,19 +13,21 @@ document shape (:func:`~deermem_middleware.formats.deerflow.to_deerflow`).
 
 Identity: ``user_id`` None (or blank) is our ``"default"`` user; ``agent_name`` None is the
 engine's agent (``backend_config["agent_name"]``, else ``__default__``) — DeerFlow's "global"
-memory. DeerFlow's gateway never names an agent, so its Memory page shows that agent's memory.
-An agent with settings of its own (``backend_config.agents.<name>``) is served by its own
-engine, chosen as the middleware and the node pair choose (:mod:`~..runtime.agents`).
+memory; DeerFlow's routes name one with ``?agent_name=`` (PR #4594). Summaries are the user's,
+shared by their agents, and facts are per agent (:mod:`~..storage.shared_summaries`). An agent
+with settings of its own (``backend_config.agents.<name>``) is served by its own engine, chosen
+as the middleware and the node pair choose (:mod:`~..runtime.agents`); one whose own
+``config.yaml`` switches memory off is not served (:mod:`.agent_switch`).
 Files: ``<storage_path>/deermem_middleware/`` (see :func:`memory_config_from_backend_config`).
 
-This is the only module of the package that imports DeerFlow.
+This and :mod:`.errors` are the only modules of the package that import DeerFlow; the Memory page's fact edits are
+its mixin :class:`~.page.FactEdits`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import logging
 import math
 import threading
@@ -40,7 +39,7 @@ from langchain_core.messages import HumanMessage
 from pydantic import PrivateAttr, ValidationError
 
 from deermem_middleware.config import MemoryConfig
-from deermem_middleware.deerflow import edits, gateway, policy, turns
+from deermem_middleware.deerflow import gateway, policy, turns
 from deermem_middleware.deerflow.agent_switch import AgentSwitch
 from deermem_middleware.deerflow.backend_config import (
     HOST_HOOKS,
@@ -52,10 +51,16 @@ from deermem_middleware.deerflow.backend_config import (
     visible_messages,
 )
 from deermem_middleware.deerflow.buckets import facts_cleared
-from deermem_middleware.memory.document import Memory, new_fact_id, utc_now_iso
+from deermem_middleware.deerflow.errors import (
+    MemoryConflictError,
+    MemoryCorruptionError,
+    MemoryManagerError,
+)
+from deermem_middleware.deerflow.page import FactEdits
+from deermem_middleware.memory.document import Memory, utc_now_iso
 from deermem_middleware.runtime.agents import AgentEngines
 from deermem_middleware.runtime.service import MemoryService
-from deermem_middleware.storage.base import CorruptedMemoryError, MemoryScope
+from deermem_middleware.storage.base import MemoryScope
 
 __all__ = [
     "HOST_HOOKS",
@@ -67,31 +72,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-_deerflow_manager = importlib.import_module(MemoryManager.__module__)
-"""DeerFlow's contract module (its error classes live beside ``MemoryManager``)."""
-
-
-class _FallbackManagerError(RuntimeError):
-    """Stands in for DeerFlow's ``MemoryManagerError`` on a DeerFlow without it."""
-
-
-MemoryManagerError: type[RuntimeError] = getattr(
-    _deerflow_manager, "MemoryManagerError", _FallbackManagerError
-)
-
-
-def _deerflow_error(name: str) -> type[RuntimeError]:
-    """DeerFlow's error class ``name``; a ``MemoryManagerError`` of that name without it."""
-    found: type[RuntimeError] | None = getattr(_deerflow_manager, name, None)
-    return found or type(name, (MemoryManagerError,), {})
-
-
-MemoryConflictError = _deerflow_error("MemoryConflictError")
-"""DeerFlow's error for a write that lost an optimistic-concurrency race (gateway: 409)."""
-MemoryCorruptionError = _deerflow_error("MemoryCorruptionError")
-"""DeerFlow's error for stored memory that cannot be read safely (gateway: 500)."""
 
 
 EVERY_FACT: Final = 10**9
@@ -108,7 +88,7 @@ stays in the journal and runs at the next start."""
 # -- the manager --------------------------------------------------------------------------------
 
 
-class DeermemMemoryManager(MemoryManager):
+class DeermemMemoryManager(FactEdits, MemoryManager):
     """DeerFlow's ``MemoryManager`` over this package's engine (see the module docstring)."""
 
     supports_search: ClassVar[bool] = True
@@ -261,7 +241,9 @@ class DeermemMemoryManager(MemoryManager):
             return self._context(user_id, agent_name, thread_id, query)
         except Exception as exc:
             if self._read_policy == "fail_closed":
-                raise self._read_error(exc, user_id) from exc
+                raise policy.read_error(
+                    exc, user_id, MemoryManagerError, MemoryCorruptionError
+                ) from exc
             logger.exception("memory context of user %r failed; injecting none", user_id)
             return ""
 
@@ -289,18 +271,6 @@ class DeermemMemoryManager(MemoryManager):
             fail_closed=self._read_policy == "fail_closed",
         )
         return gateway.unwrapped(block)
-
-    @staticmethod
-    def _read_error(exc: Exception, user_id: str | None) -> RuntimeError:
-        """``exc`` (a failed memory read) as DeerFlow's error: its own classes as they are,
-        unreadable memory as ``MemoryCorruptionError``, anything else as ``MemoryManagerError``
-        naming the user and the cause."""
-        if isinstance(exc, MemoryManagerError):
-            return exc
-        why = f"reading the memory of user {user_id!r} failed: {type(exc).__name__}: {exc}"
-        if isinstance(exc, CorruptedMemoryError):
-            return MemoryCorruptionError(why)
-        return MemoryManagerError(why)
 
     # -- tier 2 -----------------------------------------------------------------------------------
 
@@ -442,78 +412,6 @@ class DeermemMemoryManager(MemoryManager):
         """Drop the bucket's cached index and read it from storage again."""
         self._engine(user_id, agent_name).forget_cached(self._scope(user_id, agent_name))
         return self.get_memory(user_id=user_id, agent_name=agent_name)
-
-    def create_fact(
-        self,
-        content: str,
-        category: str = "context",
-        confidence: float = 0.5,
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> tuple[dict[str, Any], str | None]:
-        """Add a fact by hand (``manual``: extraction never changes or removes it; its
-        ``source`` reads ``"manual"``). ValueError ``"content"`` (blank or too long),
-        ``"confidence"`` or ``"Duplicate fact"``."""
-        fact_id = new_fact_id()
-        change = edits.adding(content, fact_id, category, confidence)
-        return self._write(self._scope(user_id, agent_name), change), fact_id
-
-    def delete_fact(
-        self,
-        fact_id: str,
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Remove one fact; KeyError when the bucket has none with this id."""
-        return self._write(self._scope(user_id, agent_name), edits.removing(fact_id))
-
-    def update_fact(
-        self,
-        fact_id: str,
-        content: str | None = None,
-        category: str | None = None,
-        confidence: float | None = None,
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Change the given fields of one fact, keep the others; the fact becomes ``manual``.
-        KeyError when missing; ValueError like :meth:`create_fact`."""
-        with gateway.fact_errors():  # bad values are refused before the fact is looked up
-            change = edits.editing(fact_id, content, category, confidence)
-        return self._write(self._scope(user_id, agent_name), change)
-
-    def batch_update_facts(
-        self,
-        updates: list[dict[str, Any]],
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Change several facts at once (DeerFlow PR #4885): each item a ``fact_id`` and the
-        fields to change (``content``, ``category``, ``confidence``), applied like
-        :meth:`update_fact`, all in one compare-and-set — every value is checked, then every
-        id, before anything changes: one bad item changes nothing. 1 to 100 items. ValueError
-        like :meth:`update_fact` (and ``"fact_id"``, ``"updates"``); KeyError naming the first
-        missing fact."""
-        with gateway.fact_errors():
-            change = edits.editing_many(updates)
-        return self._write(self._scope(user_id, agent_name), change)
-
-    def batch_delete_facts(
-        self,
-        fact_ids: list[str],
-        *,
-        agent_name: str | None = None,
-        user_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Remove several facts at once (DeerFlow PR #4885), in one compare-and-set: every id
-        is looked up before any fact is removed, so a missing one (KeyError naming it) removes
-        nothing. 1 to 100 ids (ValueError ``"fact_ids"``)."""
-        change = edits.removing_many(fact_ids)
-        return self._write(self._scope(user_id, agent_name), change)
 
     def on_turn_start(self, turn_number: int, message: Any, **kwargs: Any) -> None:
         """Remember the user's message of this turn: :meth:`get_context` ranks facts by it.

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal, cast, get_args
 
 from deermem_middleware.config import ConfigError
+from deermem_middleware.storage.base import CorruptedMemoryError
 
-__all__ = ["KEY", "WHERE", "ReadPolicy", "read_policy", "without_policy"]
+__all__ = ["KEY", "WHERE", "ReadPolicy", "read_error", "read_policy", "without_policy"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,3 +70,21 @@ def without_policy(backend_config: Mapping[str, Any] | None) -> dict[str, Any]:
     """``backend_config`` without the host's ``failure_policy`` block, for our config loader
     (which would warn about it as an unknown key)."""
     return {k: v for k, v in (backend_config or {}).items() if k != KEY}
+
+
+def read_error(
+    exc: Exception,
+    user_id: str | None,
+    manager_error: type[RuntimeError],
+    corruption_error: type[RuntimeError],
+) -> RuntimeError:
+    """``exc`` (a failed memory read under ``fail_closed``) as DeerFlow's error, whose classes
+    the manager passes in: its own errors as they are, unreadable memory as
+    ``corruption_error`` (``MemoryCorruptionError``), anything else as ``manager_error``
+    (``MemoryManagerError``) naming the user and the cause."""
+    if isinstance(exc, manager_error):
+        return exc
+    why = f"reading the memory of user {user_id!r} failed: {type(exc).__name__}: {exc}"
+    if isinstance(exc, CorruptedMemoryError):
+        return corruption_error(why)
+    return manager_error(why)
