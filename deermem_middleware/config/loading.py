@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -248,6 +248,25 @@ def _read_agent_doc(path: Path) -> YamlDoc | None:
     return doc if doc.data else None
 
 
+AGENT_MEMORY_SWITCH: Final = "memory_enabled"
+"""DeerFlow's top-level key of an agent's own ``config.yaml`` (its #5167) switching that agent's
+memory off; its #4184 spelt it ``memory: {enabled: false}``, which the block merge reads."""
+
+
+def _agent_memory_switch(merge: _Merge, doc: YamlDoc) -> None:
+    """``memory_enabled: false`` in an agent's own file: memory off for that agent (a file can
+    switch it off, never on: ``true`` leaves the deployment's setting)."""
+    value = doc.data.get(AGENT_MEMORY_SWITCH) if isinstance(doc.data, dict) else None
+    if value is None or value is True:
+        return
+    if value is not False:
+        raise ConfigError(
+            f"{doc.where((AGENT_MEMORY_SWITCH,))}: {AGENT_MEMORY_SWITCH} must be true or false, "
+            f"got {value!r}"
+        )
+    _take(merge, doc, "enabled", False, (AGENT_MEMORY_SWITCH,))
+
+
 def _agent_files(main: YamlDoc, agent_name: str, user_id: str | None) -> list[Path]:
     """The agent's own config files, in merge order: ``agents/<name>/config.yaml`` beside the
     main file, then the one DeerFlow reads for it (per-user layout, else legacy)."""
@@ -331,6 +350,7 @@ def load_memory_config(
             agent_doc = _read_agent_doc(agent_file)
             if agent_doc is not None:
                 _flatten_into(merge, agent_doc, ("memory",))
+                _agent_memory_switch(merge, agent_doc)
     _settle(merge, main, deerflow=is_deerflow_config(main.data))
     if agent_name is not None:
         merge.values["agent_name"] = agent_name

@@ -878,3 +878,20 @@ def test_deerflows_failure_policy_loads_in_the_two_line_setup(
     load_memory_config(path)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert any("memory.backend_config.failure_policy" in m for m in ignored_logs(caplog))
+
+
+def test_memory_enabled_false_in_an_agents_own_file_switches_its_memory_off(
+    tmp_path: Path, deerflow_env: Path
+) -> None:
+    """DeerFlow #5167's spelling of #4184's ``memory: {enabled: false}``; a file switches memory
+    off, never on; anything but a boolean is an error naming the file, line and key."""
+    main = write(tmp_path / "config.yaml", f"{DEERFLOW_HEADER}memory:\n  top_k: 5\n")
+    folder = deerflow_env / "users" / "alice" / "agents"
+    write(folder / "quiet" / "config.yaml", "name: quiet\nmemory_enabled: false\n")
+    write(folder / "loud" / "config.yaml", "name: loud\nmemory_enabled: true\n")
+    write(folder / "odd" / "config.yaml", "name: odd\nmemory_enabled: 'no'\n")
+    assert load_memory_config(main, agent_name="quiet", user_id="alice").enabled is False
+    assert load_memory_config(main, agent_name="loud", user_id="alice").enabled is True
+    assert load_memory_config(main, agent_name="quiet", user_id="bob").enabled is True
+    with pytest.raises(ConfigError, match=r"odd/config.yaml:2.*memory_enabled must be true or"):
+        load_memory_config(main, agent_name="odd", user_id="alice")
