@@ -20,8 +20,8 @@ as the middleware and the node pair choose (:mod:`~..runtime.agents`); one whose
 ``config.yaml`` switches memory off is not served (:mod:`.agent_switch`).
 Files: ``<storage_path>/deermem_middleware/`` (see :func:`memory_config_from_backend_config`).
 
-This and :mod:`.errors` are the only modules of the package that import DeerFlow; the Memory page's fact edits are
-its mixin :class:`~.page.FactEdits`.
+This and :mod:`.errors` are the only modules of the package that import DeerFlow; the Memory
+page's fact edits are its mixin :class:`~.page.FactEdits`.
 """
 
 from __future__ import annotations
