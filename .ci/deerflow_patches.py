@@ -52,6 +52,7 @@ from deerflow_runs import (
     problems,
     pythonpath,
     run_pytest,
+    verdict,
 )
 
 EXPECTED = REPO / "tests" / "deerflow_host" / "expected_patches.toml"
@@ -326,13 +327,7 @@ def main() -> int:
 
     print("\n" + table(results))
     print(f"\n== DeerFlow's pull requests took {time.monotonic() - started:.0f}s ==")
-    if found_problems:
-        print("\ndeerflow: outcomes that expected_patches.toml does not list:", file=sys.stderr)
-        for line in found_problems:
-            print(f"  {line}", file=sys.stderr)
-        return 1
-    print("\ndeerflow: every outcome of every pull request is as listed")
-    return 0
+    return verdict(found_problems, "expected_patches.toml", "every outcome of every pull request")
 
 
 if __name__ == "__main__":

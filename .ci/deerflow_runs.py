@@ -123,3 +123,14 @@ def problems(name: str, found: Mapping[str, str], expected: Mapping[str, str]) -
     for test in sorted(set(expected) - set(found)):
         lines.append(f"{name}: {test}: listed but did not run")
     return lines
+
+
+def verdict(found_problems: list[str], listed_in: str, every: str) -> int:
+    """The job's exit status: 1 with every unlisted outcome on stderr, else 0 with ``every``."""
+    if found_problems:
+        print(f"\ndeerflow: outcomes that {listed_in} does not list:", file=sys.stderr)
+        for line in found_problems:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print(f"\ndeerflow: {every} is as listed")
+    return 0

@@ -21,7 +21,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from deerflow_runs import REPO, RUNS, counts, problems, run_pytest
+from deerflow_runs import REPO, RUNS, counts, problems, run_pytest, verdict
 
 EXPECTED = REPO / "tests" / "deerflow_host" / "expected_failures.toml"
 CALL_SITES = (
@@ -71,13 +71,7 @@ def main() -> int:
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
-    if found_problems:
-        print("\ndeerflow: outcomes that expected_failures.toml does not list:", file=sys.stderr)
-        for line in found_problems:
-            print(f"  {line}", file=sys.stderr)
-        return 1
-    print("\ndeerflow: every outcome is as listed")
-    return 0
+    return verdict(found_problems, "expected_failures.toml", "every outcome")
 
 
 if __name__ == "__main__":
