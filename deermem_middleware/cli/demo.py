@@ -44,6 +44,8 @@ USER_ID = "maya"
 class DemoReport:
     llm: str
     memory_path: str
+    selection: str = ""
+    """Which selection channel was on: semantic + lexical, or lexical only and why."""
     extraction_calls: int = 0
     extractions: list[dict[str, Any]] = field(default_factory=list)
     profile: dict[str, str] = field(default_factory=dict)
@@ -145,8 +147,11 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
         out.write(f"LLM: {description}\n")
         middleware = MemoryMiddleware(config, model=model)
         report = DemoReport(
-            llm=description, memory_path=middleware.service.describe(middleware.scope(USER_ID))
+            llm=description,
+            memory_path=middleware.service.describe(middleware.scope(USER_ID)),
+            selection=middleware.service.selection,
         )
+        out.write(f"Fact selection: {report.selection}\n")
 
         def on_update(job: Any, outcome: Any) -> None:
             extraction = outcome.extraction
@@ -265,7 +270,7 @@ def print_report(report: DemoReport, out: TextIO = sys.stdout) -> None:
             f"  thread {item['thread']}: {item['method']}, {item['seconds']}s, "
             f"{item['input_tokens']} input + {item['output_tokens']} output tokens\n"
         )
-    w(f"\nLLM: {report.llm}\nTotal: {report.seconds}s\n")
+    w(f"\nLLM: {report.llm}\nFact selection: {report.selection}\nTotal: {report.seconds}s\n")
 
 
 def main_json(report: DemoReport, out: TextIO = sys.stdout) -> None:

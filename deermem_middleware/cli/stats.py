@@ -20,9 +20,11 @@ def _stats(args: argparse.Namespace) -> int:
         agent_name = middleware.agent_name if args.agent is not None else None
         items = middleware.stats(user=args.user, agent=agent_name)
         where = middleware.location()
+        selection = middleware.selection
     if args.json:
         print(_dump(items))
         return 0
+    print(f"selection: {selection}")
     if not items:
         who = f" for user {args.user!r}" if args.user is not None else ""
         print(f"no memory stored{who} in {where}")

