@@ -37,6 +37,7 @@ from deermem_middleware.config.deerflow_compat import (
     is_own_manager_class,
     model_from_entry,
 )
+from deermem_middleware.config.embeddings import UNION_TAGS
 from deermem_middleware.config.models import (
     AGENT_NAME_PATTERN,
     ConfigError,
@@ -476,7 +477,7 @@ def _validate(merged: Mapping[str, Any], origins: Mapping[str, _Origin]) -> Memo
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            loc = error["loc"]
+            loc = tuple(part for part in error["loc"] if part not in UNION_TAGS)
             head = str(loc[0]) if loc else ""
             origin = origins.get(head)
             if origin is None:

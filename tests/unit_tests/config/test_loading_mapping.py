@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deermem_middleware.config import ConfigError, memory_config_from_mapping
+from deermem_middleware.config import ConfigError, EmbeddingsConfig, memory_config_from_mapping
 
 
 @pytest.fixture(autouse=True)
@@ -94,8 +94,12 @@ def test_not_strict_leaves_unknown_keys_out_with_a_warning(
     assert config.max_facts == 50
     assert config.model is not None and config.model.base_url == "http://x/v1"
     assert "memory.backend_config: unknown keys ignored (check the spelling)" in caplog.text
-    for key in ("colour", "model.flavour", "embeddings.dimensions_typo"):
+    for key in ("colour", "model.flavour"):
         assert key in caplog.text
+    # an embeddings mapping is init_embeddings' keyword arguments: the provider's class decides
+    assert "embeddings.dimensions_typo" not in caplog.text
+    assert isinstance(config.embeddings, EmbeddingsConfig)
+    assert config.embeddings.model_extra == {"dimensions_typo": 3}
     with pytest.raises(ConfigError, match=r"memory\.backend_config\.max_facts"):
         memory_config_from_mapping(
             {"max_facts": 0, "x": 1}, where="memory.backend_config", strict=False
