@@ -17,6 +17,7 @@ the updater logs both, with the user, the agent and the count, once the update i
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +35,7 @@ from deermem_middleware.memory.document import (
 from deermem_middleware.memory.facts import NEAR_DUPLICATE_THRESHOLD, FactChanges, apply_facts
 from deermem_middleware.memory.update import MemoryUpdate
 
-__all__ = ["ApplyReport", "apply_sections", "apply_update"]
+__all__ = ["ApplyReport", "apply_sections", "apply_update", "without_repeated_sentences"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,16 +123,25 @@ def apply_sections(
     an empty summary with ``shouldUpdate: true`` is far more often a small model's slip than a
     request to erase what we know, and erasing is what a person does through the CLI, not a side
     effect.
+
+    A sentence the update already wrote into an earlier section is left out of the later ones
+    (:func:`without_repeated_sentences`): a small model copies one sentence into three sections
+    (the bundled 135M model wrote the same two sentences as ``topOfMind``, ``recentMonths`` and
+    ``longTermBackground``), and the block would show it three times.
     """
     stamp = utc_now_iso(now)
     user_changes: dict[str, Section] = {}
     history_changes: dict[str, Section] = {}
     changed: list[str] = []
+    written: set[str] = set()
     for name in SECTION_FIELDS:
         proposal = update.section(name)
         if not proposal.shouldUpdate:
             continue
-        summary = proposal.summary.strip()
+        summary, repeated = without_repeated_sentences(proposal.summary.strip(), written)
+        if repeated and not summary:
+            logger.info("memory section %s: only repeats an earlier section, kept as is", name)
+            continue
         if not summary:
             logger.info("memory section %s: shouldUpdate with an empty summary, kept as is", name)
             continue
@@ -152,3 +162,34 @@ def apply_sections(
         ),
         changed,
     )
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
+
+
+def _sentence_key(sentence: str) -> str:
+    return " ".join(sentence.casefold().split()).rstrip(".!?。！？ ")
+
+
+def without_repeated_sentences(summary: str, written: set[str]) -> tuple[str, bool]:
+    """``summary`` without the sentences already in ``written`` (compared casefolded, spaces and
+    end punctuation aside), and whether any was left out; ``written`` gains the sentences
+    kept. A sentence repeated inside one summary is kept once too. Nothing left out: the
+    summary exactly as it was."""
+    kept: list[str] = []
+    repeated = False
+    for sentence in (s.strip() for s in _SENTENCE_END.split(summary)):
+        if not sentence:
+            continue
+        key = _sentence_key(sentence)
+        if key in written:
+            repeated = True
+            continue
+        written.add(key)
+        kept.append(sentence)
+    if not repeated:
+        return summary, False
+    text = ""
+    for sentence in kept:  # no space after a CJK full stop, as the text had none
+        text += sentence if not text or text[-1] in "。！？" else " " + sentence
+    return text, True
