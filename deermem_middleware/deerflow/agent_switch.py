@@ -25,7 +25,6 @@ host down here either.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -43,7 +42,6 @@ __all__ = ["AgentSwitch", "memory_switched_off"]
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE: Final = "config.yaml"
 _BOOL: Final = TypeAdapter(bool)
 """DeerFlow reads its agent configs with pydantic: ``"false"``, ``"no"``, ``0`` mean false."""
 
@@ -113,17 +111,7 @@ class AgentSwitch:
     def config_file(self, agent_name: str, user_id: str) -> Path | None:
         """The ``config.yaml`` DeerFlow reads for this agent and user (per-user folder first,
         then the legacy shared one), or None when there is none."""
-        if not deerflow_paths.is_agent_name(agent_name):
-            return None
-        folders = []
-        with contextlib.suppress(ValueError):  # a user id DeerFlow would not put in a folder
-            folders.append(deerflow_paths.user_agent_dir(self.home, user_id, agent_name))
-        folders.append(deerflow_paths.legacy_agent_dir(self.home, agent_name))
-        for folder in folders:
-            path = folder / CONFIG_FILE
-            if path.is_file():
-                return path
-        return None
+        return deerflow_paths.agent_config_file(agent_name, user_id=user_id, home=self.home)
 
     def off(self, agent_name: str | None, user_id: str | None) -> bool:
         """True when ``agent_name``'s own config switches memory off for ``user_id`` (None:

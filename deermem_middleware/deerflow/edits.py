@@ -155,10 +155,6 @@ def removing_many(fact_ids: Sequence[str]) -> Change:
     wanted = list(dict.fromkeys(fact_ids))
 
     def remove(memory: Memory) -> Memory:
-        for fact_id in wanted:
-            manual.find_fact(memory, fact_id)
-        gone = set(wanted)
-        facts = tuple(f for f in memory.facts if f.id not in gone)
-        return memory.model_copy(update={"facts": facts, "lastUpdated": utc_now_iso()})
+        return manual.remove_facts(memory, wanted, now=utc_now_iso())
 
     return remove

@@ -22,6 +22,7 @@ process's own), so the rules are testable without touching either.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -145,19 +146,22 @@ def agent_config_file(
     user_id: str | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    home: str | os.PathLike[str] | None = None,
 ) -> Path | None:
     """The ``config.yaml`` DeerFlow reads for ``agent_name``, or None when it has none.
 
     The per-user folder wins when it holds a ``config.yaml``, else the legacy shared folder
-    (DeerFlow's ``resolve_agent_dir``). A name DeerFlow would refuse has no file.
+    (DeerFlow's ``resolve_agent_dir``). A name DeerFlow would refuse has no file; a user id it
+    would not put in a folder has no per-user one. ``home``: DeerFlow's data folder (None:
+    :func:`deerflow_home` of ``env`` and ``cwd``).
     """
     if not is_agent_name(agent_name):
         return None
-    home = deerflow_home(env=env, cwd=cwd)
-    for folder in (
-        user_agent_dir(home, user_id or DEFAULT_USER_ID, agent_name),
-        legacy_agent_dir(home, agent_name),
-    ):
+    root = Path(home) if home is not None else deerflow_home(env=env, cwd=cwd)
+    folders = [legacy_agent_dir(root, agent_name)]
+    with contextlib.suppress(ValueError):
+        folders.insert(0, user_agent_dir(root, user_id or DEFAULT_USER_ID, agent_name))
+    for folder in folders:
         candidate = folder / "config.yaml"
         if candidate.is_file():
             return candidate

@@ -15,7 +15,7 @@ hand has no ``source`` thread: it is stored without the key (never ``null``: Dee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from deermem_middleware.memory.document import MAX_FACT_CHARS, Fact, Memory, is_invisible
@@ -37,6 +37,7 @@ __all__ = [
     "find_fact",
     "gone_contents",
     "remove_fact",
+    "remove_facts",
 ]
 
 DEFAULT_CATEGORY: Final = "context"
@@ -208,8 +209,17 @@ def edit_fact(
 
 def remove_fact(memory: Memory, fact_id: str, *, now: str) -> Memory:
     """``memory`` without the fact ``fact_id``; :class:`UnknownFactError` when it has none."""
-    find_fact(memory, fact_id)
-    facts = tuple(f for f in memory.facts if f.id != fact_id)
+    return remove_facts(memory, (fact_id,), now=now)
+
+
+def remove_facts(memory: Memory, fact_ids: Iterable[str], *, now: str) -> Memory:
+    """``memory`` without the facts ``fact_ids``, all or none: every id is looked up first
+    (:class:`UnknownFactError` for the first missing one, and nothing is removed)."""
+    gone: set[str] = set()
+    for fact_id in fact_ids:
+        find_fact(memory, fact_id)
+        gone.add(fact_id)
+    facts = tuple(f for f in memory.facts if f.id not in gone)
     return memory.model_copy(update={"facts": facts, "lastUpdated": now})
 
 
