@@ -36,7 +36,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from deermem_middleware.formats.deerflow_layout import (
     DEFAULT_AGENT,
@@ -58,9 +57,6 @@ from deermem_middleware.storage.base import (
     StoredMemory,
 )
 from deermem_middleware.storage.layer import StorageLayer
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CarryOverStorage", "ScopeImport", "facts_read", "import_scope"]
 
