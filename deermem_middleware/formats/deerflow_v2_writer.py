@@ -29,7 +29,7 @@ from deermem_middleware.formats.deerflow import (
 )
 from deermem_middleware.formats.deerflow_layout import DEFAULT_AGENT, MEMORY_FILE
 from deermem_middleware.formats.repair import derived_fact_id
-from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Memory
+from deermem_middleware.memory.document import SECTION_FIELDS, USER_FIELDS, Memory, Section
 
 __all__ = ["V2Written", "valid_v2_name", "write_v2"]
 
@@ -64,12 +64,12 @@ def _newest_summaries(documents: Mapping[str, Memory]) -> Memory:
     order = sorted(documents, key=lambda a: (a != DEFAULT_AGENT, a))
     result = Memory()
     for name in SECTION_FIELDS:
-        best = None
+        best = Section()
         for agent in order:
             section = documents[agent].section(name)
-            if section.summary and (best is None or section.updatedAt > best.updatedAt):
+            if best.replaced_by(section):
                 best = section
-        if best is not None:
+        if best.summary:
             group = "user" if name in USER_FIELDS else "history"
             holder = getattr(result, group).model_copy(update={name: best})
             result = result.model_copy(update={group: holder})

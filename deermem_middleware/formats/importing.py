@@ -233,7 +233,7 @@ def merge_memory(current: Memory, incoming: Memory, now: str) -> tuple[Memory, M
     user, history = current.user, current.history
     for name in SECTION_FIELDS:
         mine, theirs = current.section(name), incoming.section(name)
-        if theirs.summary and (not mine.summary or theirs.updatedAt > mine.updatedAt):
+        if mine.replaced_by(theirs):
             report.sections.append(name)
             if name in USER_FIELDS:
                 user = user.model_copy(update={name: theirs})

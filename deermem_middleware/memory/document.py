@@ -156,6 +156,12 @@ class Section(BaseModel):
     summary: str = ""
     updatedAt: str = ""
 
+    def replaced_by(self, other: Section) -> bool:
+        """Whether ``other`` wins when two copies of one section meet (an import, a carry-over,
+        an adoption, an export of several agents): it says something, and this one is empty
+        or older (``updatedAt``)."""
+        return bool(other.summary) and (not self.summary or other.updatedAt > self.updatedAt)
+
 
 class UserContext(BaseModel):
     model_config = _STORED

@@ -207,10 +207,6 @@ def flattened(home: Memory) -> Memory:
     return home.model_copy(update={"facts": (*home.facts, *facts)}) if facts else home
 
 
-def _newer(mine: Any, theirs: Any) -> bool:
-    return bool(theirs.summary) and (not mine.summary or theirs.updatedAt > mine.updatedAt)
-
-
 def adopted(home: Memory, agent: str, legacy: Memory) -> Memory:
     """The user's document with ``legacy`` — (user, ``agent``)'s document from before shared
     summaries — adopted as ``agent``'s bucket (see the module docstring); ``home`` itself when
@@ -219,7 +215,9 @@ def adopted(home: Memory, agent: str, legacy: Memory) -> Memory:
         return home
     view = view_of(home, agent)
     sections = {
-        n: legacy.section(n) for n in SECTION_FIELDS if _newer(view.section(n), legacy.section(n))
+        n: legacy.section(n)
+        for n in SECTION_FIELDS
+        if view.section(n).replaced_by(legacy.section(n))
     }
     user: UserContext = view.user.model_copy(
         update={n: s for n, s in sections.items() if n in USER_FIELDS}
