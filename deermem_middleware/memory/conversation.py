@@ -200,6 +200,18 @@ def is_trivial_ack(text: str) -> bool:
     return " ".join(words) in _ACKS or "".join(words) in _ACKS
 
 
+_MEDIA_PLACEHOLDERS: Final = {
+    "image": "[image]",
+    "image_url": "[image]",
+    "input_image": "[image]",
+    "audio": "[audio]",
+    "input_audio": "[audio]",
+    "file": "[file]",
+    "input_file": "[file]",
+}
+"""A media block's kind and what the text shows in its place (never its bytes)."""
+
+
 def message_text(content: Any) -> str:
     """Plain text of a message's content, including multimodal (list-of-blocks) content.
 
@@ -222,19 +234,10 @@ def message_text(content: Any) -> str:
             kind = block.get("type")
             if kind in ("text", "input_text", "output_text") or (kind is None and "text" in block):
                 parts.append(str(block.get("text", "")))
-            elif kind in ("image", "image_url", "input_image"):
-                parts.append("[image]")
-            elif kind in ("audio", "input_audio"):
-                parts.append("[audio]")
-            elif kind in ("file", "input_file"):
-                parts.append("[file]")
+            elif kind in _MEDIA_PLACEHOLDERS:
+                parts.append(_MEDIA_PLACEHOLDERS[kind])
             # reasoning / thinking / tool_use blocks are not part of the answer
     return "\n".join(p for p in parts if p)
-
-
-_MEDIA_TYPES: Final = frozenset(
-    {"image", "image_url", "input_image", "audio", "input_audio", "file", "input_file"}
-)
 
 
 def user_words(content: Any, additional_kwargs: Mapping[str, Any] | None = None) -> str:
@@ -255,7 +258,7 @@ def user_words(content: Any, additional_kwargs: Mapping[str, Any] | None = None)
         media = ""
         if isinstance(content, list):
             media = message_text(
-                [b for b in content if isinstance(b, dict) and b.get("type") in _MEDIA_TYPES]
+                [b for b in content if isinstance(b, dict) and b.get("type") in _MEDIA_PLACEHOLDERS]
             )
         text = "\n".join(part for part in (original, media) if part)
     else:
