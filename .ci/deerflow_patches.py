@@ -48,7 +48,6 @@ from deerflow_runs import (
     RUNS,
     counts,
     find_source,
-    outcomes,
     problems,
     pythonpath,
     run_pytest,
@@ -172,19 +171,18 @@ def our_tests(number: str, backend: Path, work: Path) -> tuple[dict[str, str], f
     folder = OUR_TESTS / f"pr{number}"
     if not folder.is_dir():
         return None
-    report = work / "e2e.xml"
-    report.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": pythonpath(front(backend))}
-    env.pop("DEERMEM_REACHED_FILE", None)
-    command = [sys.executable, "-m", "pytest", str(folder.relative_to(REPO)), "-q", "--tb=short"]
-    command += ["-p", "no:cacheprovider", f"--junitxml={report}"]
-    print(f"== our end-to-end tests of pr-{number}: {folder.relative_to(REPO)} ==", flush=True)
     start = time.monotonic()
-    subprocess.run(command, cwd=REPO, env=env, check=False)
-    seconds = time.monotonic() - start
-    if not report.is_file():
-        return {}, seconds
-    return outcomes(report, REPO), seconds
+    found, _ = run_pytest(
+        REPO,
+        [str(folder.relative_to(REPO))],
+        "e2e",
+        work,
+        ours=False,
+        front=front(backend),
+        label=f"our end-to-end tests of pr-{number}",
+        tb="short",
+    )
+    return found, time.monotonic() - start
 
 
 def expectations(names: list[str]) -> tuple[dict[tuple[str, str], dict[str, str]], list[str]]:

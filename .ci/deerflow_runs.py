@@ -78,10 +78,12 @@ def run_pytest(
     ours: bool,
     front: Iterable[Path] = (),
     label: str = "DeerFlow's tests",
+    tb: str = "line",
 ) -> tuple[dict[str, str], int]:
     """Run ``files`` with pytest in ``root`` (with our plugin when ``ours``), with ``front`` in
     front of the installed packages on ``PYTHONPATH``. Each test's outcome, and how many tests
-    reached our backend (the plugin's count; 0 as they are). No outcome at all when pytest
+    reached our backend (the plugin's count; 0 as they are); ``tb``: pytest's traceback style.
+    No outcome at all when pytest
     wrote no report (it could not start: the caller's "no test ran")."""
     work.mkdir(parents=True, exist_ok=True)
     report = work / f"{name}.xml"
@@ -90,7 +92,7 @@ def run_pytest(
         stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": pythonpath(front)}
     env.pop("DEERMEM_REACHED_FILE", None)
-    command = [sys.executable, "-m", "pytest", *files, "-q", "--tb=line", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", *files, "-q", f"--tb={tb}", "-p", "no:cacheprovider"]
     command += [f"--junitxml={report}"]
     if ours:
         command += ["-p", PLUGIN]
