@@ -31,6 +31,7 @@ from typing import Final
 
 from deermem_middleware.memory.document import FactCategory
 from deermem_middleware.memory.gates.grounding import content_terms, subject_words
+from deermem_middleware.memory.wording import third_person
 
 __all__ = [
     "REMEMBER_CONFIDENCE",
@@ -132,6 +133,14 @@ Go"): the assistant's recommendation copied into the memory — facts are writte
 user in the third person. Not a user's instruction to the assistant ("Keep your answers
 short")."""
 
+_ADDRESSED = re.compile(
+    r"^\s*you\b(?!['’]re welcome)|\bhere(?: are|['’]s| is)\b|"
+    r"\b(?:help|tell|show|give|assure|recommend|suggest|remind)(?:s|ed)?\s+you\b",
+    _F,
+)
+"""The assistant speaking to the user ("You are a freelance photographer", "here are some tips
+that can help you"): a small model copies an answer's voice instead of stating a fact."""
+
 _SMALL_TALK_RESIDUE: Final = frozenset(
     {"assistant", "conversation", "chat", "help", "answer", "respons", "repl", "explanation"}
 )
@@ -140,15 +149,20 @@ _ZH_SMALL_TALK_RESIDUE: Final = frozenset("\x01" + c for c in "助手并然后�
 
 def value_rejection(fact: str) -> str | None:
     """Why ``fact`` is not worth remembering (``transient task``, ``one-off instruction``,
-    advice addressed to the user, ``small talk``), or None when it may be stored."""
+    advice or other words addressed to the user, a question, ``small talk``), or None when it
+    may be stored."""
+    if fact.rstrip().endswith(("?", "？")):
+        return "a question, not a fact"
+    if _ADVICE.search(fact):
+        return "advice to the user, not a fact about them"
+    if _ADDRESSED.search(fact):
+        return "addressed to the user, not a fact about them"
     if _DURABLE.search(fact):
         return None
     if _TRANSIENT_TASK.search(fact) or _ZH_TRANSIENT_TASK.search(fact):
         return "transient task"
     if _ONE_OFF.search(fact) or _ZH_ONE_OFF.search(fact):
         return "one-off instruction"
-    if _ADVICE.search(fact):
-        return "advice to the user, not a fact about them"
     for pattern, residue in (
         (_SMALL_TALK, _SMALL_TALK_RESIDUE),
         (_ZH_SMALL_TALK, _ZH_SMALL_TALK_RESIDUE),
@@ -233,58 +247,13 @@ def clause_category(clause: str) -> FactCategory:
     return "context"
 
 
-_NO_S_TEXT: Final = """is was has had will would can could should must might may did does shall
-isn't wasn't hasn't won't wouldn't can't couldn't shouldn't didn't doesn't"""
-_NO_S: Final = frozenset(_NO_S_TEXT.split())
-_IRREGULAR: Final = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "go": "goes"}
-_FIRST_PERSON: Final = (
-    (re.compile(r"\bI'm\b|\bI am\b", _F), "User is"),
-    (re.compile(r"\bI've\b", _F), "User has"),
-    (re.compile(r"\bI'd\b", _F), "User would"),
-    (re.compile(r"\bI'll\b", _F), "User will"),
-    (re.compile(r"\bI was\b", _F), "User was"),
-    (re.compile(r"\bmyself\b", _F), "themselves"),
-    (re.compile(r"\bmine\b", _F), "the user's"),
-    (re.compile(r"\bmy\b", _F), "the user's"),
-    (re.compile(r"\bme\b", _F), "the user"),
-)
-
-
-def _third_person(clause: str) -> str:
-    for pattern, replacement in _FIRST_PERSON:
-        clause = pattern.sub(replacement, clause)
-
-    def verb(match: re.Match[str]) -> str:
-        adverb, word = match.group(1) or "", match.group(2)
-        lower = word.lower()
-        if lower in _IRREGULAR:
-            return f"User {adverb}{_IRREGULAR[lower]}"
-        if lower in _NO_S or lower.endswith(("s", "ed")) or not lower.isalpha():
-            return f"User {adverb}{word}"
-        if re.search(r"(sh|ch|x|z|o)$", lower):
-            return f"User {adverb}{word}es"
-        if re.search(r"[^aeiou]y$", lower):
-            return f"User {adverb}{word[:-1]}ies"
-        return f"User {adverb}{word}s"
-
-    clause = re.sub(
-        r"\bI\s+((?:always|never|usually|often|also|just|really|still|only|sometimes|rarely|"
-        r"mostly)\s+)?([\w']+)",
-        verb,
-        clause,
-    )
-    clause = re.sub(r"\bI\b", "User", clause)
-    clause = re.sub(r"(^|[.!?]\s+)the user's", r"\1User's", clause)
-    return clause
-
-
 def clause_fact(clause: str) -> str:
     """The remembered clause as a fact about the user (first person -> "User …", 我 -> 用户)."""
     clause = clause.strip().strip("\"'“”‘’").strip()
     clause = re.sub(r"^that\s+", "", clause, flags=_F)
     if re.search(r"[\u4e00-\u9fff]", clause):
         return re.sub(r"我(?!们)", "用户", clause).strip("，,。 ")
-    text = _third_person(clause).strip(" ,;")
+    text = third_person(clause).strip(" ,;")
     return text[:1].upper() + text[1:]
 
 

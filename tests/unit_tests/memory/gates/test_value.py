@@ -37,6 +37,18 @@ REJECTED = [
         "advice to the user, not a fact about them",
     ),
     ("You should try pgloader for the migration", "advice to the user, not a fact about them"),
+    # what the bundled SmolLM2-135M proposed as facts (recorded)
+    ("Can you translate 'Good Morning' into Italian?", "a question, not a fact"),
+    ("User prefers tabs?", "a question, not a fact"),
+    (
+        "You are a freelance photographer specializing in weddings in Tuscany.",
+        "addressed to the user, not a fact about them",
+    ),
+    (
+        "User is not sure how to train a beagle, but here are some tips that can help you",
+        "addressed to the user, not a fact about them",
+    ),
+    ("You always like short answers", "addressed to the user, not a fact about them"),
 ]
 
 KEPT = [
@@ -64,6 +76,8 @@ KEPT = [
     "Keep your answers short and show code in Go",
     "Use Go for code examples",
     "User uses PostgreSQL for the payments service",
+    "User believes in having friends you can rely on",  # a generic "you" (LoCoMo gold)
+    "User asked what you're supposed to eat before a marathon and likes pasta",
 ]
 
 
