@@ -51,6 +51,7 @@ from report import Table, add_arguments, save
 
 from deermem_middleware.memory.gates.grounding import (
     DEFAULT_MIN_SUPPORT,
+    Support,
     subject_words,
     support_for,
 )
@@ -163,24 +164,41 @@ class CachedEmbedder:
         return np.stack([self.vectors[t] for t in texts])
 
 
-def score(all_cases: list[Case], embed: CachedEmbedder | None) -> list[float]:
-    """The gate's support score per case (lexical, or mixed with embeddings)."""
+def score(all_cases: list[Case], embed: CachedEmbedder | None) -> list[Support]:
+    """The gate's support per case (lexical, or mixed with embeddings)."""
     if embed is not None:
         texts = {c.fact for c in all_cases} | {t for c in all_cases for t in c.user}
         embed.prepare(sorted(texts))
     return [
-        support_for(case.fact, case.user, subjects=case.subjects, embed=embed).score
+        support_for(case.fact, case.user, case.assistant, subjects=case.subjects, embed=embed)
         for case in all_cases
     ]
 
 
-def figures(all_cases: list[Case], scores: list[float], min_support: float) -> dict[str, float]:
+def _passes(support: Support, min_support: float) -> bool:
+    """What the gate stores at ``min_support``: enough support and no name, count or occupation
+    that nobody said (one only the other speaker said is stored as inferred: still kept)."""
+    return support.score >= min_support and not support.unsaid
+
+
+def figures(all_cases: list[Case], supports: list[Support], min_support: float) -> dict[str, float]:
     out: dict[str, float] = {}
     for kind in ("kept", "other_conversation", "other_speaker"):
-        flags = [s >= min_support for c, s in zip(all_cases, scores, strict=True) if c.kind == kind]
+        flags = [
+            _passes(s, min_support)
+            for c, s in zip(all_cases, supports, strict=True)
+            if c.kind == kind
+        ]
         share = sum(flags) / len(flags) if flags else 0.0
         out[kind] = 100 * share if kind == "kept" else 100 * (1 - share)
         out[f"{kind}_n"] = len(flags)
+        if kind == "kept":
+            inferred = [
+                _passes(s, min_support) and bool(s.assistant_said)
+                for c, s in zip(all_cases, supports, strict=True)
+                if c.kind == kind
+            ]
+            out["kept_inferred"] = 100 * sum(inferred) / len(inferred) if inferred else 0.0
     return out
 
 

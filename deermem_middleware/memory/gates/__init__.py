@@ -131,7 +131,9 @@ def _remembered_by(
     return best
 
 
-def _reason(support: Support) -> str:
+def _reason(support: Support, min_support: float) -> str:
+    if support.unsaid:
+        return "names what nobody said: " + ", ".join(repr(p) for p in support.unsaid)
     if support.assistant_only:
         where = "supported by only the assistant's turns"
     else:
@@ -143,7 +145,10 @@ def _reason(support: Support) -> str:
         if support.semantic is not None
         else ""
     )
-    return f"{where} (user support {support.user:.2f}, assistant {support.assistant:.2f}{semantic})"
+    return (
+        f"{where} (user support {support.user:.2f}, assistant {support.assistant:.2f}{semantic})"
+        f" < {min_support:.2f}"
+    )
 
 
 def gate_update(
@@ -218,23 +223,34 @@ def gate_update(
                 if grounding == "drop":
                     report.grounding_dropped.append(fact.content)
                     logger.info(
-                        "%sfact %r not stored: %s < %.2f",
+                        "%sfact %r not stored: %s",
                         prefix,
                         _short(fact.content),
-                        _reason(support),
-                        min_support,
+                        _reason(support, min_support),
                     )
                     continue
                 capped = min(fact.confidence, inferred_confidence_cap)
                 report.grounding_demoted.append(fact.content)
                 logger.info(
-                    "%sfact %r kept as inferred, confidence %.2f -> %.2f: %s < %.2f",
+                    "%sfact %r kept as inferred, confidence %.2f -> %.2f: %s",
                     prefix,
                     _short(fact.content),
                     fact.confidence,
                     capped,
-                    _reason(support),
-                    min_support,
+                    _reason(support, min_support),
+                )
+                fact = fact.model_copy(update={"confidence": capped, "sourceKind": "inferred"})
+            elif support.assistant_said:
+                capped = min(fact.confidence, inferred_confidence_cap)
+                report.grounding_demoted.append(fact.content)
+                logger.info(
+                    "%sfact %r kept as inferred, confidence %.2f -> %.2f: only the assistant "
+                    "said %s",
+                    prefix,
+                    _short(fact.content),
+                    fact.confidence,
+                    capped,
+                    ", ".join(repr(p) for p in support.assistant_said),
                 )
                 fact = fact.model_copy(update={"confidence": capped, "sourceKind": "inferred"})
         kept.append(fact)

@@ -45,6 +45,8 @@ from typing import Final, Literal
 
 import numpy as np
 
+from deermem_middleware.memory.gates.specifics import specific_phrases
+
 __all__ = [
     "DEFAULT_INFERRED_CONFIDENCE_CAP",
     "DEFAULT_MIN_SUPPORT",
@@ -57,8 +59,10 @@ __all__ = [
     "content_terms",
     "lexical_support",
     "semantic_support",
+    "specific_phrases",
     "subject_words",
     "support_for",
+    "unsaid_phrases",
 ]
 
 GroundingMode = Literal["drop", "infer", "off"]
@@ -270,6 +274,28 @@ def semantic_support(fact: str, texts: Sequence[str], embed: Embedder) -> float:
     return float(np.max(matrix[1:] @ matrix[0]))
 
 
+def _vocabulary(texts: Sequence[str], subjects: Sequence[str]) -> tuple[set[str], list[str]]:
+    vocabulary: set[str] = set()
+    for text in texts:
+        vocabulary.update(content_terms(text, subjects))
+    return vocabulary, [t for t in vocabulary if not t.startswith("\x01") and not t.isdigit()]
+
+
+def unsaid_phrases(
+    phrases: Sequence[str], texts: Sequence[str], subjects: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The ``phrases`` (see :func:`specific_phrases`) some content term of which no text of
+    ``texts`` contains (a phrase without content terms is never unsaid)."""
+    if not phrases:
+        return ()
+    vocabulary, prefixes = _vocabulary(texts, subjects)
+    return tuple(
+        phrase
+        for phrase in phrases
+        if not all(_matches(t, vocabulary, prefixes) for t in content_terms(phrase, subjects))
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Support:
     """How well a fact is supported: by the user's turns, and by the assistant's."""
@@ -283,6 +309,12 @@ class Support:
     score: float = 0.0
     """What is compared with ``min_support``: ``user``, mixed with the semantic support."""
     supported: bool = False
+    """``score`` reaches ``min_support`` and :attr:`unsaid` is empty."""
+    unsaid: tuple[str, ...] = ()
+    """The names, counts and occupations of the fact that nobody said (neither the user nor
+    the assistant): invented, whatever the score."""
+    assistant_said: tuple[str, ...] = ()
+    """Those only the assistant said: the fact is at best the user's agreement (inferred)."""
 
     @property
     def assistant_only(self) -> bool:
@@ -304,9 +336,13 @@ def support_for(
     """Whether the user's turns support ``fact`` (see the module docstring): its score — the
     lexical support, or with ``embed`` ``(1 − semantic_weight) × lexical + semantic_weight ×``
     the best cosine to one user turn rescaled over ``semantic_range`` — reaches
-    ``min_support``."""
+    ``min_support``, and every name, count and occupation it asserts was said by someone in
+    the conversation (see :mod:`~deermem_middleware.memory.gates.specifics`)."""
     user = lexical_support(fact, user_texts, subjects)
     assistant = lexical_support(fact, assistant_texts, subjects) if assistant_texts else 0.0
+    not_by_user = unsaid_phrases(specific_phrases(fact, subjects), user_texts, subjects)
+    unsaid = unsaid_phrases(not_by_user, assistant_texts, subjects)
+    assistant_said = tuple(p for p in not_by_user if p not in unsaid)
     score = user
     semantic: float | None = None
     if embed is not None and user_texts:
@@ -314,4 +350,5 @@ def support_for(
         low, high = semantic_range
         scaled = min(1.0, max(0.0, (semantic - low) / (high - low))) if high > low else 0.0
         score = (1 - semantic_weight) * user + semantic_weight * scaled
-    return Support(user, assistant, semantic, score, score >= min_support)
+    supported = score >= min_support and not unsaid
+    return Support(user, assistant, semantic, score, supported, unsaid, assistant_said)

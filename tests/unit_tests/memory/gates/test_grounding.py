@@ -167,3 +167,62 @@ def test_a_failing_embedder_falls_back_to_lexical(caplog: pytest.LogCaptureFixtu
     gated, _ = gate_update(update, TURNS, embed=broken)
     assert [f.content for f in gated.newFacts] == ["User is a backend engineer"]
     assert any("semantic support failed" in r.getMessage() for r in caplog.records)
+
+
+ALICE = (Turn("user", "I'm Alice. I write Go at a payments company.", "alice-1"),)
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        # what the bundled SmolLM2-135M stored from ALICE, with confidence 1.00, before this gate
+        "Alice is a freelance writer and uses PayPal to manage her business operations. She's "
+        "also a member of the GoFox team, which helps develop and maintain the GoFox platform.",
+        "Alice is a freelance writer.",
+        "User writes Go at PayPal.",
+        "User is a senior engineer writing Go at a payments company.",
+        "User has 3 payments companies.",
+    ],
+)
+def test_what_nobody_said_is_dropped_whatever_words_overlap(fact: str) -> None:
+    gated, report = gate_update(_update((fact, 1.0)), ALICE, names=["alice"])
+    assert gated.newFacts == []
+    assert report.grounding_dropped == [fact]
+    # and ``infer`` keeps it only as a capped guess
+    inferred, _ = gate_update(_update((fact, 1.0)), ALICE, grounding="infer", names=["alice"])
+    assert (inferred.newFacts[0].confidence, inferred.newFacts[0].sourceKind) == (0.7, "inferred")
+
+
+def test_what_the_user_said_passes_the_specifics_check() -> None:
+    update = _update(("User writes Go at a payments company.", 0.9), ("User is Alice", 0.9))
+    gated, report = gate_update(update, ALICE, names=["alice"])
+    assert [f.content for f in gated.newFacts] == [
+        "User writes Go at a payments company.",
+        "User is Alice",
+    ]
+    assert report.grounding_dropped == report.grounding_demoted == []
+
+
+def test_a_name_only_the_assistant_said_makes_the_fact_inferred(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="deermem_middleware.memory.gates")
+    turns = (
+        Turn("user", "I'm migrating our payments service from MySQL to PostgreSQL.", "u1"),
+        Turn("assistant", "Flyway can run the MySQL to PostgreSQL migration scripts.", "a1"),
+        Turn("user", "Great, I'll use that for the payments migration.", "u2"),
+    )
+    fact = "User uses Flyway for the payments migration from MySQL to PostgreSQL"
+    support = support_for(fact, [turns[0].text, turns[2].text], [turns[1].text])
+    assert support.supported and support.assistant_said == ("Flyway",)
+    gated, report = gate_update(_update((fact, 0.95)), turns)
+    [kept] = gated.newFacts
+    assert (kept.confidence, kept.sourceKind) == (0.7, "inferred")
+    assert report.grounding_demoted == [fact]
+    assert any("only the assistant said 'Flyway'" in r.getMessage() for r in caplog.records)
+
+
+def test_the_log_names_what_nobody_said(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="deermem_middleware.memory.gates")
+    gate_update(_update(("User writes Go at PayPal.", 1.0)), ALICE)
+    assert any("names what nobody said: 'PayPal'" in r.getMessage() for r in caplog.records)
