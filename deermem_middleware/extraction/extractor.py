@@ -30,7 +30,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig, RunnableSequence
 
-from deermem_middleware.extraction.json_schema import update_json_schema
+from deermem_middleware.extraction.json_schema import (
+    SchemaLimits,
+    limits_for_output,
+    update_json_schema,
+)
 from deermem_middleware.extraction.parsing import (
     MAX_LISTED_REJECTIONS,
     ExtractionError,
@@ -40,13 +44,16 @@ from deermem_middleware.extraction.parsing import (
 from deermem_middleware.extraction.prompt import prompt_facts, render_extraction_messages
 from deermem_middleware.memory.conversation import Turn, message_text
 from deermem_middleware.memory.document import Memory
+from deermem_middleware.memory.sections import SECTION_FIELDS
 from deermem_middleware.memory.update import MemoryUpdate
+from deermem_middleware.memory.wording import reword_update
 
 __all__ = [
     "MAX_LISTED_REJECTIONS",
     "ExtractionError",
     "ExtractionResult",
     "MemoryExtractor",
+    "output_limit",
     "parse_json_text",
     "parse_update",
     "prompt_facts",
@@ -69,6 +76,8 @@ class ExtractionResult:
     output_tokens: int = 0
     seconds: float = 0.0
     calls: int = 0
+    truncated: bool = False
+    """The answer was cut at the model's output limit; only its complete items were kept."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -124,6 +133,15 @@ def _is_openai(model: BaseChatModel) -> bool:
     return isinstance(model, BaseChatOpenAI)
 
 
+def output_limit(model: BaseChatModel) -> int | None:
+    """The most tokens ``model`` may answer with, as configured on it (None: not known)."""
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict"):
+        value = getattr(model, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def _default_string_caps(model: BaseChatModel) -> bool:
     """OpenAI's own endpoint rejects maxLength in strict mode; everything else gets caps first."""
     if not _is_openai(model):
@@ -157,6 +175,8 @@ class MemoryExtractor:
         self.string_caps = _default_string_caps(model) if string_caps is None else string_caps
         self.max_prompt_facts = max_prompt_facts
         self.run_name = run_name
+        self.limits: SchemaLimits = limits_for_output(output_limit(model))
+        """The schema's caps, sized to the model's output limit (see ``json_schema``)."""
 
     def extract(
         self,
@@ -187,6 +207,7 @@ class MemoryExtractor:
                 max_prompt_facts=self.max_prompt_facts,
                 json_instructions=True,
                 string_caps=self.string_caps,
+                limits=self.limits,
             )
             answer = self.model.invoke(messages, config=config)
             result.calls += 1
@@ -194,8 +215,25 @@ class MemoryExtractor:
             result.input_tokens += tokens_in
             result.output_tokens += tokens_out
             result.method = "json_fallback"
+            metadata = getattr(answer, "response_metadata", None) or {}
+            result.truncated = metadata.get("finish_reason") == "length"
             data = parse_json_text(message_text(getattr(answer, "content", answer)))
-        result.update, result.rejected = parse_update(data)
+        update, result.rejected = parse_update(data)
+        caps = self.string_caps and result.method == "json_schema"
+        result.update = reword_update(
+            update,
+            fact_cap=self.limits.fact_chars if caps else None,
+            summary_cap=self.limits.summary_chars if caps else None,
+        )
+        if result.truncated:
+            logger.warning(
+                "extraction answer was cut at the model's output limit (%d tokens): kept the %d "
+                "facts and %d summaries it completed; give the extraction model a higher "
+                "max_tokens to keep the rest",
+                result.output_tokens,
+                len(result.update.newFacts),
+                sum(result.update.section(n).shouldUpdate for n in SECTION_FIELDS),
+            )
         result.seconds = time.perf_counter() - started
         return result
 
@@ -210,7 +248,9 @@ class MemoryExtractor:
         """Structured-output attempts; None means "use the plain path"."""
         facts = prompt_facts(memory, turns, self.max_prompt_facts)
         fact_ids = [f.id for f in facts]
-        messages = render_extraction_messages(memory, turns, now=now, facts=facts)
+        messages = render_extraction_messages(
+            memory, turns, now=now, facts=facts, limits=self.limits
+        )
         attempts = [self.string_caps] + ([False] if self.string_caps else [])
         for caps in attempts:
             kwargs: dict[str, Any] = {"method": "json_schema"}
@@ -221,7 +261,8 @@ class MemoryExtractor:
                 # integrations, an unsupported method); the same error at invoke time would
                 # instead be a broken response, which must not switch structured output off
                 runnable = self.model.with_structured_output(
-                    update_json_schema(string_caps=caps, fact_ids=fact_ids), **kwargs
+                    update_json_schema(string_caps=caps, fact_ids=fact_ids, limits=self.limits),
+                    **kwargs,
                 )
             except (NotImplementedError, ValueError, TypeError) as exc:
                 if self.structured == "always":
@@ -251,11 +292,7 @@ class MemoryExtractor:
                     result.input_tokens += tokens_in
                     result.output_tokens += tokens_out
                     result.method = "json_schema"
-                    logger.warning(
-                        "extraction answer hit the model's max_tokens (%d output tokens); keeping "
-                        "its complete items",
-                        tokens_out,
-                    )
+                    result.truncated = True
                     try:
                         return parse_json_text(text)
                     except ExtractionError:

@@ -150,7 +150,7 @@ def parse_json_text(text: str) -> Any:
     for start in starts[:5]:  # the answer starts early; bound the work
         value = _complete_items(cleaned[start:])
         if value is not None:
-            logger.warning("extraction answer was truncated JSON; using the complete items only")
+            logger.info("extraction answer was truncated JSON; using the complete items only")
             return value
     preview = text[:120].replace("\n", " ")
     raise ExtractionError(f"no JSON object in the model's answer (starts with {preview!r})")

@@ -15,9 +15,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from deermem_middleware.extraction.json_schema import update_json_schema
+from deermem_middleware.extraction.json_schema import FULL, SchemaLimits, update_json_schema
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import (
     HISTORY_FIELDS,
@@ -141,28 +141,52 @@ def render_extraction_messages(
     max_prompt_facts: int = 80,
     json_instructions: bool = False,
     string_caps: bool = True,
+    limits: SchemaLimits = FULL,
 ) -> list[BaseMessage]:
     """System instructions + a human message holding the memory and the new turns as data.
 
-    ``facts``: the facts to show (default: :func:`prompt_facts`).
+    ``facts``: the facts to show (default: :func:`prompt_facts`). With ``limits.compact`` (a
+    model allowed few output tokens, see :mod:`~deermem_middleware.extraction.json_schema`)
+    the prompt is the short one a small model can follow: a one-shot example as a previous
+    exchange, then only the user's messages, without times — on 40 varied conversations the
+    bundled SmolLM2-135M copied the long prompt's headings, examples and timestamps into its
+    facts, and with this one wrote in 2.4 s (median) what it wrote in 5.3 s, none of it cut.
     """
-
     if facts is None:
         facts = prompt_facts(memory, turns, max_prompt_facts)
-    conversation = "\n\n".join(
-        f"{'User' if t.role == 'user' else 'Assistant'}{_said_at(t)}: {_neutralise_tags(t.text)}"
-        for t in turns
-    )
-    human = render_prompt(
-        "extraction_input",
-        now=now.astimezone(UTC).strftime("%Y-%m-%d"),
-        current_memory=_memory_for_prompt(memory, facts),
-        conversation=conversation,
-    )
+    current_memory = _memory_for_prompt(memory, facts)
+    if limits.compact:
+        human = render_prompt(
+            "extraction_input_compact",
+            current_memory=current_memory,
+            conversation="\n".join(
+                f"User: {_neutralise_tags(_one_line(t.text))}" for t in turns if t.role == "user"
+            ),
+        )
+    else:
+        human = render_prompt(
+            "extraction_input",
+            now=now.astimezone(UTC).strftime("%Y-%m-%d"),
+            current_memory=current_memory,
+            conversation="\n\n".join(
+                f"{'User' if t.role == 'user' else 'Assistant'}{_said_at(t)}: "
+                f"{_neutralise_tags(t.text)}"
+                for t in turns
+            ),
+        )
     if json_instructions:
         schema = json.dumps(
-            update_json_schema(string_caps=string_caps, fact_ids=[f.id for f in facts]),
+            update_json_schema(
+                string_caps=string_caps, fact_ids=[f.id for f in facts], limits=limits
+            ),
             separators=(",", ":"),
         )
         human += render_prompt("extraction_json_fallback", schema=schema)
+    if limits.compact:
+        return [
+            SystemMessage(load_prompt("extraction_system_compact").strip()),
+            HumanMessage(load_prompt("extraction_example_compact").strip()),
+            AIMessage(load_prompt("extraction_example_answer_compact").strip()),
+            HumanMessage(human),
+        ]
     return [SystemMessage(load_prompt("extraction_system").strip()), HumanMessage(human)]

@@ -23,11 +23,13 @@ from langchain_core.messages import BaseMessage
 from deermem_middleware.extraction.extractor import (
     ExtractionError,
     MemoryExtractor,
+    output_limit,
     parse_json_text,
     parse_update,
     render_extraction_messages,
     update_json_schema,
 )
+from deermem_middleware.extraction.json_schema import COMPACT, FULL
 from deermem_middleware.memory.apply import apply_update
 from deermem_middleware.memory.conversation import Turn
 from deermem_middleware.memory.document import (
@@ -765,3 +767,92 @@ def test_parse_update_never_crashes(data: dict[str, Any]) -> None:
     assert all(isinstance(r, str) for r in rejected)
     assert len(update.newFacts) <= MAX_FACTS_PER_UPDATE
     assert all(0.0 <= f.confidence <= 1.0 for f in update.newFacts)
+
+
+# ------------------------------------------------------------------------------------------------
+# Small models: caps sized to the output limit, a clear line when an answer was cut
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_small_output_limit_gets_the_compact_schema_and_prompt() -> None:
+    """max_tokens 1,024 (the local default): the compact caps and the short one-shot prompt;
+    a larger limit keeps the full ones."""
+    stub = OpenAIStub([(200, GOOD_ANSWER)])
+    MemoryExtractor(stub.model(base_url=LOCAL_URL, max_tokens=1024)).extract(
+        Memory(), TURNS, now=NOW
+    )
+    schema = stub.requests[0]["response_format"]["json_schema"]["schema"]
+    assert next(iter(schema["properties"])) == "newFacts"
+    assert schema["properties"]["newFacts"]["maxItems"] == COMPACT.facts
+    roles = [m["role"] for m in stub.requests[0]["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+
+    big = OpenAIStub([(200, GOOD_ANSWER)])
+    MemoryExtractor(big.model(base_url=LOCAL_URL, max_tokens=4096)).extract(
+        Memory(), TURNS, now=NOW
+    )
+    schema = big.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["newFacts"]["maxItems"] == FULL.facts
+    assert [m["role"] for m in big.requests[0]["messages"]] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value", "expected"),
+    [("max_tokens", 1024, 1024), ("max_tokens", None, None), ("max_completion_tokens", 900, 900)],
+)
+def test_output_limit_reads_the_model(attribute: str, value: Any, expected: Any) -> None:
+    class Model:
+        pass
+
+    model = Model()
+    setattr(model, attribute, value)
+    assert output_limit(model) == expected  # type: ignore[arg-type]
+
+
+def _cut_at_the_limit(text: str) -> Any:
+    def reply(body: dict[str, Any]) -> httpx.Response:
+        response = completion_response(body, text, prompt_tokens=300, completion_tokens=1024)
+        data = json.loads(response.content)
+        data["choices"][0]["finish_reason"] = "length"
+        return httpx.Response(200, json=data)
+
+    return reply
+
+
+def test_an_answer_cut_at_the_output_limit_says_so_in_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cut = (
+        '{"newFacts": [{"content": "I write Go every day", "category": "knowledge", '
+        '"confidence": 0.9, "sourceKind": "stated", "supersedes": [], "eventAt": "", '
+        '"validUntil": "", "entities": []}], "factsToRemove": [], "user": {"workContext": '
+        '{"shouldUpdate": true, "summary": "Backend dev'
+    )
+    caplog.set_level(logging.INFO)
+    stub = OpenAIStub([_cut_at_the_limit(cut)])
+    result = MemoryExtractor(stub.model(base_url=LOCAL_URL, max_tokens=1024)).extract(
+        Memory(), TURNS, now=NOW
+    )
+    assert result.truncated is True
+    assert fact_contents(result.update) == ["User writes Go every day"]  # reworded, kept
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "cut at the model's output limit (1024 tokens)" in warnings[0]
+    assert "kept the 1 facts" in warnings[0] and "max_tokens" in warnings[0]
+
+
+def test_a_complete_answer_is_not_marked_cut() -> None:
+    stub = OpenAIStub([(200, GOOD_ANSWER)])
+    result = MemoryExtractor(stub.model(base_url=LOCAL_URL)).extract(Memory(), TURNS, now=NOW)
+    assert result.truncated is False
+
+
+def test_a_plain_answer_cut_at_the_limit_is_marked_cut() -> None:
+    stub = OpenAIStub(
+        [_cut_at_the_limit('{"newFacts": [{"content": "Writes Go", "confidence": 0.9}, {"con')]
+    )
+    result = MemoryExtractor(stub.model(base_url=LOCAL_URL), structured="never").extract(
+        Memory(), TURNS, now=NOW
+    )
+    assert result.truncated is True
+    assert fact_contents(result.update) == ["Writes Go"]
