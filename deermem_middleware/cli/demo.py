@@ -8,6 +8,14 @@ The LLM is OpenAI (or any OpenAI-compatible endpoint) when ``OPENAI_API_KEY`` / 
 are set, otherwise the embedded default: a local llama.cpp server with the bundled
 SmolLM2-135M-Instruct, started and stopped by the demo. That tiny model proves the *wiring* —
 real HTTP, real structured output, real storage and injection — not memory *quality*.
+
+Nothing here is special to the demo: the bundled model gets what any extraction model limited to
+1,024 output tokens gets (the compact schema and prompt of
+:mod:`~deermem_middleware.extraction.json_schema`), and its facts pass the same wording and
+write gates. Measured on 2 shared cores: thread 1's extraction takes about 4 s and 330 output
+tokens, and the stored fact ("User is Maya, a backend engineer at a fintech startup in Lyon.")
+reaches thread 2's prompt; the whole demo about 10 s. It used to take 26–133 s, hit the
+1,024-token limit in both extractions and store no fact.
 """
 
 from __future__ import annotations
@@ -166,6 +174,7 @@ def run_demo(*, storage_path: str | None = None, out: TextIO = sys.stderr) -> De
                         "input_tokens": extraction.input_tokens,
                         "output_tokens": extraction.output_tokens,
                         "rejected_items": len(extraction.rejected),
+                        "cut": extraction.truncated,
                         "status": outcome.status,
                     }
                 )
@@ -233,9 +242,8 @@ def _why_not_injected(report: DemoReport, system: str) -> str:
         return "no model call of thread 2 was recorded"
     if not report.profile and not report.facts:
         return (
-            "the model wrote no memory from thread 1 (every shouldUpdate false and no usable "
-            "fact: the bundled 135M model does this now and then); run the demo again or use a "
-            "larger model"
+            "the model wrote no memory from thread 1 that passed the write gates (the log above "
+            "says why each proposal was not stored); try a larger model"
         )
     return "memory was stored but not injected: see the log above"
 
@@ -266,9 +274,10 @@ def print_report(report: DemoReport, out: TextIO = sys.stdout) -> None:
     w("\n=== Extraction ===\n")
     w(f"calls: {report.extraction_calls}\n")
     for item in report.extractions:
+        cut = " (cut at the model's output limit)" if item.get("cut") else ""
         w(
             f"  thread {item['thread']}: {item['method']}, {item['seconds']}s, "
-            f"{item['input_tokens']} input + {item['output_tokens']} output tokens\n"
+            f"{item['input_tokens']} input + {item['output_tokens']} output tokens{cut}\n"
         )
     w(f"\nLLM: {report.llm}\nFact selection: {report.selection}\nTotal: {report.seconds}s\n")
 

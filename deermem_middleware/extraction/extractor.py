@@ -78,6 +78,9 @@ class ExtractionResult:
     calls: int = 0
     truncated: bool = False
     """The answer was cut at the model's output limit; only its complete items were kept."""
+    as_written: MemoryUpdate | None = None
+    """The update as the model wrote it, before :func:`~deermem_middleware.memory.wording.
+    reword_update` (for benchmarks and debugging; ``update`` is what is applied)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,10 +221,10 @@ class MemoryExtractor:
             metadata = getattr(answer, "response_metadata", None) or {}
             result.truncated = metadata.get("finish_reason") == "length"
             data = parse_json_text(message_text(getattr(answer, "content", answer)))
-        update, result.rejected = parse_update(data)
+        result.as_written, result.rejected = parse_update(data)
         caps = self.string_caps and result.method == "json_schema"
         result.update = reword_update(
-            update,
+            result.as_written,
             fact_cap=self.limits.fact_chars if caps else None,
             summary_cap=self.limits.summary_chars if caps else None,
         )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +32,79 @@ def _tails(done: subprocess.CompletedProcess[str]) -> str:
     return f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
 
 
+_COMMON = frozenset(
+    [
+        "user",
+        "users",
+        "about",
+        "with",
+        "from",
+        "that",
+        "this",
+        "their",
+        "they",
+        "them",
+        "have",
+        "your",
+        "what",
+        "which",
+        "would",
+        "into",
+        "main",
+        "keep",
+        "show",
+        "short",
+        "answers",
+        "please",
+        "month",
+    ]
+)
+
+
+def said_in_thread_1(fact: str) -> bool:
+    """Whether ``fact`` is something the demo's user said in thread 1 — checked here on its own
+    terms, not by the product's grounding gate: every capitalised name in it is a word of the
+    script, and it shares at least two distinctive words with the script."""
+    from deermem_middleware.cli.demo import SCRIPT
+
+    script = " ".join(SCRIPT)
+    words = {w.lower() for w in re.findall(r"[A-Za-z]+", script)}
+    names = re.findall(r"(?<![.!?] )(?<!^)\b[A-Z][A-Za-z]+", fact)
+    if any(n.lower() not in words for n in names if n != "User"):
+        return False
+    shared = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", fact)} & words - _COMMON
+    return len(shared) >= 2
+
+
+def check_demo_report(report: dict[str, Any]) -> list[str]:
+    """What is wrong with one ``deermem demo --json`` report (empty: the demo showed memory
+    working): a fact the user said in thread 1 was stored and is in thread 2's ``<memory>``."""
+    problems = []
+    said = [f["content"] for f in report["facts"] if said_in_thread_1(f["content"])]
+    if not said:
+        problems.append(f"no stored fact is something the user said: {report['facts']}")
+    block = report.get("injected_block") or ""
+    if not block.startswith("<memory>"):
+        problems.append(f"thread 2 got no memory block: {report.get('not_injected')}")
+    elif said and not any(fact in block for fact in said):
+        problems.append(f"none of {said} is in thread 2's block:\n{block}")
+    if any(item.get("cut") for item in report["extractions"]):
+        problems.append(f"an extraction was cut at the output limit: {report['extractions']}")
+    return problems
+
+
+def test_the_demo_check_tells_said_from_invented() -> None:
+    assert said_in_thread_1("User is Maya, a backend engineer at a fintech startup in Lyon.")
+    assert said_in_thread_1("User migrates the payments service from MySQL to PostgreSQL")
+    assert not said_in_thread_1("User is a freelance writer who uses PayPal")
+    assert not said_in_thread_1("Lyon")
+    assert not said_in_thread_1("User is a data engineer in Berlin.")
+
+
 def test_deermem_demo_json(tmp_path: Path) -> None:
+    """The README's demo on the bundled model: a fact the user said in thread 1 is stored and
+    shown in thread 2, and no extraction is cut (CI also runs it 5 times in a row:
+    ``.ci/demo.py``)."""
     require_local_llm()
     done = subprocess.run(
         [str(BIN / "deermem"), "demo", "--json", "--storage-path", str(tmp_path)],
@@ -45,13 +119,8 @@ def test_deermem_demo_json(tmp_path: Path) -> None:
     assert "llama.cpp" in report["llm"]
     assert report["extraction_calls"] >= 1
     seen = _tails(done)
-    if report["profile"] or report["facts"]:  # memory was written: it must reach thread 2
-        assert report["injected"] is True, seen
-        assert report["injected_block"].startswith("<memory>"), seen
-        assert report["not_injected"] == ""
-    else:  # the 135M model wrote nothing this run (it happens): the demo must say so
-        assert report["injected"] is False, seen
-        assert "the model wrote no memory from thread 1" in report["not_injected"], seen
+    assert check_demo_report(report) == [], seen
+    assert report["injected"] is True and report["not_injected"] == "", seen
     assert Path(report["memory_path"]).is_file()
     assert Path(report["memory_path"]).is_relative_to(tmp_path)
     for item in report["extractions"]:
@@ -74,11 +143,8 @@ def test_deermem_demo_text_prints_profile_facts_and_block(tmp_path: Path) -> Non
     seen = _tails(done)
     for heading in ("=== Memory file ===", "Profile:", "Facts (", "=== Injected"):
         assert heading in done.stdout, seen
-    wrote_nothing = "(no summary fields were written)" in done.stdout and "Facts (0)" in done.stdout
-    if wrote_nothing:  # the 135M model wrote nothing this run: the demo says so
-        assert "nothing was injected: the model wrote no memory" in done.stdout, seen
-    else:
-        assert "<memory>" in done.stdout, seen
+    assert "Facts (0)" not in done.stdout, seen
+    assert "<memory>" in done.stdout, seen
     assert "proves the wiring, not memory quality" in done.stdout
 
 

@@ -7,10 +7,12 @@ through a real grammar-constrained server), the bounds, and the whole agent loop
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -193,3 +195,38 @@ def test_the_intent_judge_script_gets_a_verdict_for_every_row_from_a_real_server
     assert total["judge_caught"] + len(total["missed"]) == 3
     assert total["judge_kept"] + len(total["lost"]) == 3
     assert "| heldout12 | all |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "max_tokens",
+    [1024, 1500],
+    ids=["compact_shape", "full_shape"],  # the bundled default; the YAML default
+)
+def test_the_small_model_stores_nothing_it_invented(
+    local_llm: LocalLLMServer, tmp_path: Path, max_tokens: int
+) -> None:
+    """The README's first example on the bundled model: from "I'm Alice. I write Go at a
+    payments company." it once stored "Alice is a freelance writer and uses PayPal … the GoFox
+    team" at confidence 1.00. Whatever the model proposes now, no stored fact names what Alice
+    did not say, and every stored fact reads in the third person."""
+    config = MemoryConfig(storage_path=str(tmp_path / "memory"), debounce_seconds=30.0)
+    middleware = MemoryMiddleware(config, model=local_llm.chat_model(max_tokens=max_tokens))
+    agent = create_agent(
+        local_llm.chat_model(max_tokens=60),
+        [],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    monday: Any = {"configurable": {"thread_id": "monday", "user_id": "alice"}}
+    agent.invoke(
+        {"messages": [HumanMessage("I'm Alice. I write Go at a payments company.")]}, monday
+    )
+    middleware.flush()
+    facts = [f.content for f in middleware.get_memory("alice").facts]
+    middleware.close()
+    said = {w.lower() for w in re.findall(r"\w+", "I'm Alice. I write Go at a payments company.")}
+    for fact in facts:
+        assert not re.search(r"paypal|gofox|freelanc", fact, re.IGNORECASE), facts
+        names = re.findall(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]+", fact)
+        assert all(n.lower() in said or n == "User" for n in names), facts
+        assert not re.match(r"(I|I'm|My|We)\b", fact), facts

@@ -45,7 +45,12 @@ from typing import Final, Literal
 
 import numpy as np
 
-from deermem_middleware.memory.gates.specifics import specific_phrases
+from deermem_middleware.memory.gates.specifics import (
+    claimed_name,
+    introduces,
+    negated,
+    specific_phrases,
+)
 
 __all__ = [
     "DEFAULT_INFERRED_CONFIDENCE_CAP",
@@ -343,6 +348,14 @@ def support_for(
     not_by_user = unsaid_phrases(specific_phrases(fact, subjects), user_texts, subjects)
     unsaid = unsaid_phrases(not_by_user, assistant_texts, subjects)
     assistant_said = tuple(p for p in not_by_user if p not in unsaid)
+    name = claimed_name(fact, subjects)
+    if name is not None and not introduces(user_texts, name):
+        unsaid += (f"{name} as the user's own name",)
+    if negated(fact) and not any(negated(t) for t in user_texts):
+        if any(negated(t) for t in assistant_texts):
+            assistant_said += ("a negation",)
+        else:
+            unsaid += ("a negation",)
     score = user
     semantic: float | None = None
     if embed is not None and user_texts:

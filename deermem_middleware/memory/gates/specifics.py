@@ -33,7 +33,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["specific_phrases"]
+__all__ = ["claimed_name", "introduces", "negated", "specific_phrases"]
 
 _MONTHS: Final = (
     "january february march april may june july august september october november december "
@@ -160,14 +160,62 @@ def _occupations(text: str) -> list[str]:
     return found
 
 
-def specific_phrases(fact: str, subjects: Sequence[str] = ()) -> list[str]:
-    """The names, counts and occupations ``fact`` asserts (as written, in order, each once),
-    without the user's own subject words (``subjects``: "user", the user's names)."""
+def _as_user(fact: str, subjects: Sequence[str]) -> str:
+    """``fact`` with each subject word (the user's names, "the user") written "User"."""
     text = fact
     for subject in subjects:
         if subject and not re.search(r"[^\x00-\x7f]", subject):
             text = re.sub(
                 rf"(?<![\w]){re.escape(subject)}(?:'s|’s)?(?![\w])", "User", text, flags=re.I
             )
+    return text
+
+
+def specific_phrases(fact: str, subjects: Sequence[str] = ()) -> list[str]:
+    """The names, counts and occupations ``fact`` asserts (as written, in order, each once),
+    without the user's own subject words (``subjects``: "user", the user's names)."""
+    text = _as_user(fact, subjects)
     phrases = [*_names(text), *_counts(text), *_occupations(text)]
     return [p for p in dict.fromkeys(phrases) if p.lower() not in ("user", "user's")]
+
+
+_NEGATION: Final = re.compile(
+    r"\b(?:not|no|never|none|nobody|nothing|neither|nor|no longer|anymore|any more)\b|n[’']t\b"
+    r"|不|没",
+    re.IGNORECASE,
+)
+
+
+def negated(text: str) -> bool:
+    """Whether ``text`` says no to something ("not", "never", "no longer", "n't", 不, 没).
+
+
+    A fact that negates what the user only affirmed contradicts them: "User is not vegan
+    anymore" from "I've been vegan for six years" (the bundled model wrote it); a negated fact
+    needs a negation somewhere in the conversation."""
+    return bool(_NEGATION.search(text))
+
+
+_NAME_CLAIM: Final = re.compile(
+    r"^\s*User(?:['’]s name)?\s+(?:is|=)\s+(?:called\s+|named\s+)?"
+    r"(?P<name>[A-Z][\w'’]*[a-z][\w'’]*)\s*(?:[,.;!]|$)"
+)
+
+
+def claimed_name(fact: str, subjects: Sequence[str] = ()) -> str | None:
+    """The name ``fact`` gives the user ("User is Lina", "User's name is Maya, …"), if any."""
+    match = _NAME_CLAIM.match(_as_user(fact, [s for s in subjects if s != "user"]))
+    return match.group("name") if match else None
+
+
+def introduces(texts: Sequence[str], name: str) -> bool:
+    """Whether one of ``texts`` gives ``name`` as the speaker's own ("I'm Lina", "my name is
+    Lina", "call me Lina", "Lina here"): a name said about someone else ("my daughter Lina") is
+    not the user's — the bundled model stored "User is Lina" from it."""
+    word = re.escape(name)
+    pattern = re.compile(
+        rf"\b(?:i['’]?m|i am|my name['’]?s|my name is|call me|this is|it['’]?s)\s+{word}\b"
+        rf"|(?:^|[.!?]\s*){word}\s+here\b|我(?:是|叫){word}",
+        re.IGNORECASE,
+    )
+    return any(pattern.search(text) for text in texts)

@@ -106,7 +106,9 @@ _SMALL_TALK = re.compile(
     r"|\basked\s+how\s+(?:the\s+assistant|you|it)\s+(?:is|are|was|were)(?:\s+doing)?\b"
     r"|\b(?:started|began|opened)\s+(?:the\s+)?(?:conversation|chat)\s+with\s+(?:a\s+)?"
     r"(?:greeting|hello|hi)\b"
-    r"|\b(?:made|making|engaged in)\s+small talk\b",
+    r"|\b(?:made|making|engaged in)\s+small talk\b"
+    r"|^\s*(?:(?:hi|hello|hey|good (?:morning|afternoon|evening))(?: there)?|thanks|thank you|"
+    r"(?:that|it) worked|ok(?:ay)?|great|perfect|cool)[\s!.,]*$",
     _F,
 )
 _ZH_TRANSIENT_TASK = re.compile(

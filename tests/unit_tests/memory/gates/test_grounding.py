@@ -226,3 +226,23 @@ def test_the_log_names_what_nobody_said(caplog: pytest.LogCaptureFixture) -> Non
     caplog.set_level(logging.INFO, logger="deermem_middleware.memory.gates")
     gate_update(_update(("User writes Go at PayPal.", 1.0)), ALICE)
     assert any("names what nobody said: 'PayPal'" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("fact", "turn"),
+    [
+        # recorded from the bundled SmolLM2-135M
+        ("User is not vegan anymore", "I've been vegan for six years and I cook Ethiopian food."),
+        ("User is vegan, has no allergies to peanuts.", "I'm vegetarian and allergic to peanuts."),
+        ("User is Lina", "My daughter Lina starts kindergarten next week and I'm nervous."),
+    ],
+)
+def test_a_contradiction_or_a_borrowed_name_is_dropped(fact: str, turn: str) -> None:
+    gated, report = gate_update(_update((fact, 0.9)), (Turn("user", turn, "u1"),))
+    assert gated.newFacts == [] and report.grounding_dropped == [fact]
+
+
+def test_a_negation_the_user_made_supports_a_negated_fact() -> None:
+    turns = (Turn("user", "I don't eat meat and I never drink coffee.", "u1"),)
+    gated, _ = gate_update(_update(("User doesn't eat meat", 0.9), ("User is Maya", 0.9)), turns)
+    assert [f.content for f in gated.newFacts] == ["User doesn't eat meat"]

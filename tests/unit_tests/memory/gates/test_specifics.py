@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from deermem_middleware.memory.gates.grounding import subject_words
-from deermem_middleware.memory.gates.specifics import specific_phrases
+from deermem_middleware.memory.gates.specifics import (
+    claimed_name,
+    introduces,
+    negated,
+    specific_phrases,
+)
 
 SUBJECTS = subject_words(["Alice"])
 
@@ -37,3 +42,31 @@ SUBJECTS = subject_words(["Alice"])
 )
 def test_specific_phrases(fact: str, phrases: list[str]) -> None:
     assert specific_phrases(fact, SUBJECTS) == phrases
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("User is not vegan anymore", True),
+        ("User doesn't eat meat", True),
+        ("User no longer uses MySQL", True),
+        ("用户不喜欢咖啡", True),
+        ("User is vegan", False),
+        ("User notes everything in Notion", False),
+        ("用户计划未来学习日语", False),
+    ],
+)
+def test_negated(text: str, expected: bool) -> None:
+    assert negated(text) is expected
+
+
+def test_a_name_claim_needs_the_user_to_give_that_name() -> None:
+    assert claimed_name("User is Lina") == "Lina"
+    assert claimed_name("User's name is Maya, a backend engineer") == "Maya"
+    assert claimed_name("User is a nurse") is None
+    assert claimed_name("User is Spanish-speaking") is None
+    assert claimed_name("Lina starts kindergarten") is None
+    assert introduces(["Hi! I'm Maya, a backend engineer."], "Maya")
+    assert introduces(["My name is Tomás and I run."], "Tomás")
+    assert introduces(["Call me Jo, please"], "Jo")
+    assert not introduces(["My daughter Lina starts kindergarten next week."], "Lina")

@@ -49,6 +49,8 @@ REJECTED = [
         "addressed to the user, not a fact about them",
     ),
     ("You always like short answers", "addressed to the user, not a fact about them"),
+    ("Hello there", "small talk"),
+    ("That worked!", "small talk"),
 ]
 
 KEPT = [
