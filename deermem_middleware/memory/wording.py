@@ -131,9 +131,10 @@ def reword_fact(content: str, *, cap: int | None = None) -> str:
 def reword_update(
     update: MemoryUpdate, *, fact_cap: int | None = None, summary_cap: int | None = None
 ) -> MemoryUpdate:
-    """``update`` with each new fact reworded (:func:`reword_fact`) and each summary cut back
-    to a full sentence when it was cut at ``summary_cap`` (:func:`uncut`); the caps are the
-    schema's ``maxLength`` where the model's decoder enforced it, None where nothing cut."""
+    """``update`` with each new fact and each summary reworded (:func:`reword_fact`: a summary
+    is read in the same system prompt, "I'm migrating our service" as the assistant's words);
+    the caps are the schema's ``maxLength`` where the model's decoder enforced it, None where
+    nothing cut."""
     facts = []
     for fact in update.newFacts:
         content = reword_fact(fact.content, cap=fact_cap)
@@ -149,7 +150,7 @@ def reword_update(
         fixed = {}
         for name in names:
             section = update.section(name)
-            summary = uncut(section.summary, summary_cap)
+            summary = reword_fact(section.summary, cap=summary_cap) if section.summary else ""
             if summary != section.summary:
                 fixed[name] = section.model_copy(update={"summary": summary})
         if fixed:

@@ -58,7 +58,7 @@ def test_uncut_goes_back_to_the_last_full_sentence_or_word() -> None:
 
 
 def test_reword_update_rewords_facts_and_uncuts_summaries() -> None:
-    summary = "Works at a payments company. Writes Go and mainta"
+    summary = "I work at a payments company. Writes Go and mainta"
     update = MemoryUpdate(
         user=UserUpdate(workContext=SectionUpdate(shouldUpdate=True, summary=summary)),
         newFacts=[
@@ -70,6 +70,6 @@ def test_reword_update_rewords_facts_and_uncuts_summaries() -> None:
     reworded = reword_update(update, fact_cap=140, summary_cap=len(summary))
     # a fact that was only an echoed label is gone
     assert [f.content for f in reworded.newFacts] == ["User writes Go", "User likes tea"]
-    assert reworded.user.workContext.summary == "Works at a payments company."
+    assert reworded.user.workContext.summary == "User works at a payments company."
     assert reworded.newFacts[1] is update.newFacts[2]  # untouched facts are the same objects
     assert reword_update(MemoryUpdate()) == MemoryUpdate()
