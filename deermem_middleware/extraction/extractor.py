@@ -14,6 +14,12 @@ Works with any LangChain ``BaseChatModel``:
 3. **Item-by-item validation** — each section, fact and removal is validated on its own; a bad item
    is dropped with a log line naming the field and why, and everything else applies. Only when
    nothing at all can be parsed does extraction fail (the memory is then left unchanged).
+4. **Rewording** — what was validated is reworded by rule (``memory.wording``: third person, no
+   echoed labels, no mid-word cut), and ``ExtractionResult.as_written`` keeps the model's words.
+
+The schema's caps and the prompt follow the model's output limit (``json_schema``: a model
+allowed at most 1,024 tokens gets the compact shape), and an answer cut at that limit keeps its
+complete items — facts first — with one WARNING that says so.
 """
 
 from __future__ import annotations
@@ -233,7 +239,7 @@ class MemoryExtractor:
                 "extraction answer was cut at the model's output limit (%d tokens): kept the %d "
                 "facts and %d summaries it completed; give the extraction model a higher "
                 "max_tokens to keep the rest",
-                result.output_tokens,
+                output_limit(self.model) or result.output_tokens,
                 len(result.update.newFacts),
                 sum(result.update.section(n).shouldUpdate for n in SECTION_FIELDS),
             )
