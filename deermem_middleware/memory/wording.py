@@ -45,8 +45,7 @@ _FIRST_PERSON: Final = (
     (re.compile(r"\bmine\b", _F), "the user's"),
     (re.compile(r"\bmy\b", _F), "the user's"),
     (re.compile(r"\bme\b", _F), "the user"),
-)
-_FIRST_PLURAL: Final = (
+    # "we" is the user with their team or family: "We use Kubernetes" keeps its plural verb
     (re.compile(r"\bwe're\b|\bwe are\b", _F), "User and their team are"),
     (re.compile(r"\bwe've\b", _F), "User and their team have"),
     (re.compile(r"\bwe\b", _F), "User and their team"),
@@ -58,7 +57,8 @@ _FIRST_PLURAL: Final = (
 def third_person(text: str) -> str:
     """English first person as the third person about "User" ("I always code at night" ->
     "User always codes at night"); text without a first person comes back unchanged."""
-    for pattern, replacement in (*_FIRST_PERSON, *_FIRST_PLURAL):
+    text = re.sub(r"\b([IiWw]e?)’(m|ve|d|ll|re)\b", r"\1'\2", text)  # I’m, we’re
+    for pattern, replacement in _FIRST_PERSON:
         text = pattern.sub(replacement, text)
 
     def verb(match: re.Match[str]) -> str:

@@ -43,6 +43,9 @@ def test_third_person_agrees_the_verb() -> None:
         third_person("I watch films and I study Rust") == "User watches films and User studies Rust"
     )
     assert third_person("I have two cats") == "User has two cats"
+    assert third_person("I’m a nurse and we’re on nights") == (
+        "User is a nurse and User and their team are on nights"
+    )
     assert third_person("Lives in Lyon") == "Lives in Lyon"
 
 
