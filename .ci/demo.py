@@ -1,12 +1,12 @@
 """CI: the README's demo command, run as a newcomer runs it, several times in a row.
 
-Each run is the ``<!-- ci:demo -->`` block of the README with ``--json`` and a fresh storage
-folder, on the embedded default (no OpenAI variables): it must store a fact the user said in
-thread 1 and show it in thread 2's ``<memory>`` block (the check of
-``tests/integration_tests/test_examples_and_demo.py``), with no extraction cut. One line per
-run: facts stored, seconds. Exit 1 on any failed run.
+Each run is the README's demo command (``.ci/run`` passes its ``<!-- ci:demo -->`` block as
+``--command``) with ``--json`` and a fresh storage folder, on the embedded default (no OpenAI
+variables): it must store a fact the user said in thread 1 and show it in thread 2's
+``<memory>`` block (the check of ``tests/integration_tests/test_examples_and_demo.py``), with no
+extraction cut. One line per run: facts stored, seconds. Exit 1 on any failed run.
 
-    python .ci/demo.py [--runs 5]
+    python .ci/demo.py [--runs 5] [--command "deermem demo"]
 """
 
 from __future__ import annotations
@@ -26,30 +26,12 @@ sys.path.insert(0, str(ROOT))
 from tests.integration_tests.test_examples_and_demo import check_demo_report  # noqa: E402
 
 
-def demo_command() -> list[str]:
-    """The README's demo block: exactly one command line."""
-    lines, inside, found = [], False, False
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
-        if line.strip() == "<!-- ci:demo -->":
-            found = True
-            continue
-        if found and line.startswith("```"):
-            if inside:
-                break
-            inside = True
-            continue
-        if inside and line.strip():
-            lines.append(line.strip())
-    if len(lines) != 1:
-        raise SystemExit(f"README's ci:demo block must hold one command, found {lines}")
-    return shlex.split(lines[0])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--command", default="deermem demo", help="the README's demo command")
     args = parser.parse_args()
-    command = demo_command()
+    command = shlex.split(args.command)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     failed = 0
     for run in range(1, args.runs + 1):
