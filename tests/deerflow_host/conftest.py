@@ -403,20 +403,24 @@ class DeerFlowHost:
 
     # the lead agent
 
-    def build_agent(self, user_id: str, thread_id: str) -> Run:
+    def build_agent(self, user_id: str, thread_id: str, *, agent_name: str | None = None) -> Run:
         """DeerFlow's real lead agent for one run, built by ``make_lead_agent`` from the run
-        config DeerFlow's gateway builds (runtime context: thread, run, user, model)."""
+        config DeerFlow's gateway builds (runtime context: thread, run, user, model; with
+        ``agent_name``, a run of that custom agent)."""
         make_lead_agent = deerflow_module("deerflow.agents.lead_agent.agent").make_lead_agent
         inputs = ModelInputs()
-        context = {
+        context: dict[str, Any] = {
             "thread_id": thread_id,
             "run_id": str(uuid.uuid4()),
             "user_id": user_id,
             "model_name": CHAT_MODEL,
             "thinking_enabled": False,
         }
+        configurable: dict[str, Any] = {"thread_id": thread_id}
+        if agent_name is not None:
+            context["agent_name"] = configurable["agent_name"] = agent_name
         config: dict[str, Any] = {
-            "configurable": {"thread_id": thread_id},
+            "configurable": configurable,
             "context": dict(context),
             "callbacks": [inputs],
             "recursion_limit": 25,

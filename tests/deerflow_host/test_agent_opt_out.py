@@ -12,19 +12,14 @@ custom agent ``stateless`` (``memory_enabled: false`` in
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import yaml
 from langchain_core.messages import HumanMessage
 
 from tests.deerflow_host.conftest import (
-    CHAT_MODEL,
     DeerFlowHost,
     ManagerCalls,
-    ModelInputs,
-    Run,
-    deerflow_module,
 )
 from tests.deerflow_host.test_real_deerflow import manager_mode, memory_messages
 
@@ -38,28 +33,6 @@ def _agent(host: DeerFlowHost, name: str, **extra: Any) -> None:
     folder.mkdir(parents=True)
     body = {"name": name, "description": f"Kim's {name} agent", **extra}
     (folder / "config.yaml").write_text(yaml.safe_dump(body), encoding="utf-8")
-
-
-def _agent_run(host: DeerFlowHost, agent_name: str, thread_id: str) -> Run:
-    """DeerFlow's lead agent for a run of a custom agent (``make_lead_agent``, the run config
-    DeerFlow's gateway builds with the agent's name)."""
-    make_lead_agent = deerflow_module("deerflow.agents.lead_agent.agent").make_lead_agent
-    inputs = ModelInputs()
-    context = {
-        "thread_id": thread_id,
-        "run_id": str(uuid.uuid4()),
-        "user_id": USER,
-        "agent_name": agent_name,
-        "model_name": CHAT_MODEL,
-        "thinking_enabled": False,
-    }
-    config: dict[str, Any] = {
-        "configurable": {"thread_id": thread_id, "agent_name": agent_name},
-        "context": dict(context),
-        "callbacks": [inputs],
-        "recursion_limit": 25,
-    }
-    return Run(make_lead_agent(config), config, context, inputs)
 
 
 def test_an_agent_that_switched_memory_off_gets_none_and_leaves_none(
@@ -79,7 +52,7 @@ def test_an_agent_that_switched_memory_off_gets_none_and_leaves_none(
         manager.create_fact(FACT, "preference", 0.9, user_id=USER, agent_name=agent)
     before = manager.get_memory(user_id=USER, agent_name="stateless")
 
-    turn = _agent_run(host, "stateless", "thread-kim-stateless").go(
+    turn = host.build_agent(USER, "thread-kim-stateless", agent_name="stateless").go(
         {"messages": [HumanMessage("Hi! I am Kim and I love hiking in the Alps.")]}
     )
     assert turn.model_calls and turn.answers, "the real model did not answer"
