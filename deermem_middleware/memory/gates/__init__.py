@@ -219,16 +219,21 @@ def gate_update(
                 )
                 embed = None
                 support = check()
-            if not support.supported:
-                if grounding == "drop":
-                    report.grounding_dropped.append(fact.content)
-                    logger.info(
-                        "%sfact %r not stored: %s",
-                        prefix,
-                        _short(fact.content),
-                        _reason(support, min_support),
-                    )
-                    continue
+            if not support.supported and grounding == "drop":
+                report.grounding_dropped.append(fact.content)
+                logger.info(
+                    "%sfact %r not stored: %s",
+                    prefix,
+                    _short(fact.content),
+                    _reason(support, min_support),
+                )
+                continue
+            if not support.supported or support.assistant_said:
+                why = (
+                    _reason(support, min_support)
+                    if not support.supported
+                    else "only the assistant said " + ", ".join(map(repr, support.assistant_said))
+                )
                 capped = min(fact.confidence, inferred_confidence_cap)
                 report.grounding_demoted.append(fact.content)
                 logger.info(
@@ -237,20 +242,7 @@ def gate_update(
                     _short(fact.content),
                     fact.confidence,
                     capped,
-                    _reason(support, min_support),
-                )
-                fact = fact.model_copy(update={"confidence": capped, "sourceKind": "inferred"})
-            elif support.assistant_said:
-                capped = min(fact.confidence, inferred_confidence_cap)
-                report.grounding_demoted.append(fact.content)
-                logger.info(
-                    "%sfact %r kept as inferred, confidence %.2f -> %.2f: only the assistant "
-                    "said %s",
-                    prefix,
-                    _short(fact.content),
-                    fact.confidence,
-                    capped,
-                    ", ".join(repr(p) for p in support.assistant_said),
+                    why,
                 )
                 fact = fact.model_copy(update={"confidence": capped, "sourceKind": "inferred"})
         kept.append(fact)

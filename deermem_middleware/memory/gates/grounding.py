@@ -321,10 +321,12 @@ class Support:
     supported: bool = False
     """``score`` reaches ``min_support`` and :attr:`unsaid` is empty."""
     unsaid: tuple[str, ...] = ()
-    """The names, counts and occupations of the fact that nobody said (neither the user nor
-    the assistant): invented, whatever the score."""
+    """What the fact asserts that nobody said (neither the user nor the assistant): names,
+    counts and occupations, a negation, a name the user did not give as their own. Invented,
+    whatever the score."""
     assistant_said: tuple[str, ...] = ()
-    """Those only the assistant said: the fact is at best the user's agreement (inferred)."""
+    """Names, counts, occupations or a negation only the assistant said: the fact is at best
+    the user's agreement (inferred)."""
 
     @property
     def assistant_only(self) -> bool:
@@ -346,8 +348,9 @@ def support_for(
     """Whether the user's turns support ``fact`` (see the module docstring): its score — the
     lexical support, or with ``embed`` ``(1 − semantic_weight) × lexical + semantic_weight ×``
     the best cosine to one user turn rescaled over ``semantic_range`` — reaches
-    ``min_support``, and every name, count and occupation it asserts was said by someone in
-    the conversation (see :mod:`~deermem_middleware.memory.gates.specifics`)."""
+    ``min_support``, and every name, count, occupation and negation it asserts was said by
+    someone in the conversation, a name it gives the user by the user as their own (see
+    :mod:`~deermem_middleware.memory.gates.specifics`)."""
     user = lexical_support(fact, user_texts, subjects)
     assistant = lexical_support(fact, assistant_texts, subjects) if assistant_texts else 0.0
     not_by_user = unsaid_phrases(specific_phrases(fact, subjects), user_texts, subjects)

@@ -1,4 +1,5 @@
-"""What a fact asserts that someone must have said: names, counts and occupations (pure).
+"""What a fact asserts that someone must have said: names, counts, occupations, negations and
+the user's own name (pure).
 
 The share-of-terms check in :mod:`~deermem_middleware.memory.gates.grounding` weighs every
 content word alike, so a small model's invention passes when enough ordinary words overlap.
@@ -20,6 +21,10 @@ it):
 - **occupations**: what follows "is a", "works as a", "became a" … when it ends in an agent
   noun ("freelance writer", "backend engineer", "nurse"), all of it: "senior" in "a senior
   engineer" is a claim too.
+- **negations** (:func:`negated`): "User is not vegan anymore" from "I've been vegan for six
+  years" needs a negation somewhere in the conversation.
+- **the user's own name** (:func:`claimed_name`): "User is Lina" needs the user to have given
+  that name as theirs (:func:`introduces`), not "my daughter Lina".
 
 Measured on the LoCoMo dev split (``benchmarks/locomo_grounding.py``, 1,487 gold observations):
 requiring the specifics to have been said by someone in the session drops 5 gold observations
